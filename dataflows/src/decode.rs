@@ -1,0 +1,407 @@
+//! Decoding and validation of changelog records, exactly as SPEC.md gives them.
+//!
+//! Every rejection says which field was wrong and how. Decoding is all-or-nothing: a record
+//! either becomes a complete [`Change`] or a [`DecodeError`], so a bad update can never leave
+//! a half-applied state behind. Unknown fields are ignored (producers add fields over time).
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::model::{Campaign, IdSet, Product, Topic};
+use crate::number::{self, NumberError};
+
+/// The kind of a JSON value, for error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonKind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl JsonKind {
+    fn of(raw: &RawValue) -> JsonKind {
+        match raw.get().as_bytes().first() {
+            Some(b'n') => JsonKind::Null,
+            Some(b't') | Some(b'f') => JsonKind::Bool,
+            Some(b'"') => JsonKind::String,
+            Some(b'[') => JsonKind::Array,
+            Some(b'{') => JsonKind::Object,
+            _ => JsonKind::Number,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            JsonKind::Null => "null",
+            JsonKind::Bool => "a boolean",
+            JsonKind::Number => "a number",
+            JsonKind::String => "a string",
+            JsonKind::Array => "an array",
+            JsonKind::Object => "an object",
+        }
+    }
+}
+
+impl std::fmt::Display for JsonKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a record was rejected. The message names the field and what was wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("record is not valid UTF-8")]
+    NotUtf8,
+    #[error("record is not valid JSON: {0}")]
+    InvalidJson(String),
+    #[error("{what} must be a JSON object, found {found}")]
+    NotAnObject { what: &'static str, found: JsonKind },
+    #[error("record has no `topic`")]
+    MissingTopic,
+    #[error("`topic` must be a string, found {0}")]
+    TopicNotString(JsonKind),
+    #[error("unknown topic {0:?} (expected \"products\" or \"campaigns\")")]
+    UnknownTopic(String),
+    #[error("record has no key")]
+    MissingKey,
+    #[error("key must be a string, found {0}")]
+    KeyNotString(JsonKind),
+    #[error("key is empty")]
+    EmptyKey,
+    #[error("record has no `value` (a tombstone is an explicit null)")]
+    MissingValue,
+    #[error("missing required field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{field}` must be {expected}, found {found}")]
+    WrongType {
+        field: String,
+        expected: &'static str,
+        found: JsonKind,
+    },
+    #[error("field `{field}` must not be negative, found {text}")]
+    Negative { field: String, text: String },
+    #[error("field `{field}` must be an integer, found {text}")]
+    NotInteger { field: String, text: String },
+    #[error("field `{field}` is out of range (at most {max}), found {text}")]
+    OutOfRange {
+        field: String,
+        max: u64,
+        text: String,
+    },
+}
+
+impl DecodeError {
+    /// A short, stable name for the kind of error: a metrics label and a dead-letter field.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DecodeError::NotUtf8 => "not_utf8",
+            DecodeError::InvalidJson(_) => "invalid_json",
+            DecodeError::NotAnObject { .. } => "not_an_object",
+            DecodeError::MissingTopic => "missing_topic",
+            DecodeError::TopicNotString(_) | DecodeError::UnknownTopic(_) => "unknown_topic",
+            DecodeError::MissingKey | DecodeError::KeyNotString(_) | DecodeError::EmptyKey => {
+                "missing_key"
+            }
+            DecodeError::MissingValue => "missing_value",
+            DecodeError::MissingField(_) => "missing_field",
+            DecodeError::WrongType { .. } => "wrong_type",
+            DecodeError::Negative { .. } => "negative",
+            DecodeError::NotInteger { .. } => "not_integer",
+            DecodeError::OutOfRange { .. } => "out_of_range",
+        }
+    }
+}
+
+/// The new state of one entity: `None` is a tombstone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Product(Option<Product>),
+    Campaign(Option<Campaign>),
+}
+
+impl Change {
+    pub fn topic(&self) -> Topic {
+        match self {
+            Change::Product(_) => Topic::Products,
+            Change::Campaign(_) => Topic::Campaigns,
+        }
+    }
+}
+
+/// A decoded changelog record: the entity's id and its new state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    pub key: String,
+    pub change: Change,
+}
+
+/// Deserializes a field as its raw text, so that `null` and "absent" stay distinct.
+fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Deserialize)]
+struct EnvelopeFields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    topic: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    key: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    value: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ProductFields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    seller_id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    category_id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    brand_id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    price: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    stock: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CampaignFields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    category_ids: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    brand_ids: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    seller_ids: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    excluded_seller_ids: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    min_price: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    max_price: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    min_stock: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    active: Option<&'a RawValue>,
+}
+
+/// Parses `text` as a JSON object of the shape `T`, naming `what` it is in errors.
+fn parse_object<'a, T: Deserialize<'a>>(text: &'a str, what: &'static str) -> Result<T, DecodeError> {
+    // Serde would also read a struct from an array, so the shape is checked first.
+    if !text.trim_start().starts_with('{') {
+        return match serde_json::from_str::<&RawValue>(text) {
+            Ok(raw) => Err(DecodeError::NotAnObject {
+                what,
+                found: JsonKind::of(raw),
+            }),
+            Err(error) => Err(DecodeError::InvalidJson(error.to_string())),
+        };
+    }
+    serde_json::from_str::<T>(text).map_err(|error| DecodeError::InvalidJson(error.to_string()))
+}
+
+/// Upper bound on `stock`: no physical count comes near it, and it keeps every per-pair
+/// stock sum free of overflow.
+pub const MAX_STOCK: u64 = u32::MAX as u64;
+
+fn number_error(field: &str, text: &str, error: NumberError, max: u64, expected: &'static str) -> DecodeError {
+    match error {
+        NumberError::NotANumber => DecodeError::WrongType {
+            field: field.to_owned(),
+            expected,
+            found: JsonKind::Number,
+        },
+        NumberError::Negative => DecodeError::Negative {
+            field: field.to_owned(),
+            text: text.to_owned(),
+        },
+        NumberError::NotInteger => DecodeError::NotInteger {
+            field: field.to_owned(),
+            text: text.to_owned(),
+        },
+        NumberError::OutOfRange => DecodeError::OutOfRange {
+            field: field.to_owned(),
+            max,
+            text: text.to_owned(),
+        },
+    }
+}
+
+fn expect_number(field: &str, raw: &RawValue, expected: &'static str) -> Result<(), DecodeError> {
+    match JsonKind::of(raw) {
+        JsonKind::Number => Ok(()),
+        found => Err(DecodeError::WrongType {
+            field: field.to_owned(),
+            expected,
+            found,
+        }),
+    }
+}
+
+const NON_NEGATIVE_INTEGER: &str = "a non-negative integer";
+const NON_NEGATIVE_NUMBER: &str = "a non-negative number";
+
+fn integer(field: &str, raw: &RawValue, max: u64) -> Result<u64, DecodeError> {
+    expect_number(field, raw, NON_NEGATIVE_INTEGER)?;
+    let text = raw.get();
+    match number::to_integer(text) {
+        Ok(value) if value <= max => Ok(value),
+        Ok(_) => Err(number_error(field, text, NumberError::OutOfRange, max, NON_NEGATIVE_INTEGER)),
+        Err(error) => Err(number_error(field, text, error, max, NON_NEGATIVE_INTEGER)),
+    }
+}
+
+fn price(field: &str, raw: &RawValue) -> Result<u64, DecodeError> {
+    expect_number(field, raw, NON_NEGATIVE_NUMBER)?;
+    let text = raw.get();
+    number::to_scaled(text, 2).map_err(|error| number_error(field, text, error, u64::MAX, NON_NEGATIVE_NUMBER))
+}
+
+fn required<'a>(field: &'static str, raw: Option<&'a RawValue>) -> Result<&'a RawValue, DecodeError> {
+    raw.ok_or(DecodeError::MissingField(field))
+}
+
+/// An optional field: absent and `null` both mean "use the default".
+fn optional(raw: Option<&RawValue>) -> Option<&RawValue> {
+    raw.filter(|raw| JsonKind::of(raw) != JsonKind::Null)
+}
+
+fn id_list(field: &str, raw: Option<&RawValue>) -> Result<IdSet, DecodeError> {
+    let Some(raw) = optional(raw) else {
+        return Ok(IdSet::default());
+    };
+    let found = JsonKind::of(raw);
+    if found != JsonKind::Array {
+        return Err(DecodeError::WrongType {
+            field: field.to_owned(),
+            expected: "an array of non-negative integers",
+            found,
+        });
+    }
+    let items: Vec<&RawValue> =
+        serde_json::from_str(raw.get()).map_err(|error| DecodeError::InvalidJson(error.to_string()))?;
+    let mut ids = Vec::with_capacity(items.len());
+    for (index, item) in items.into_iter().enumerate() {
+        ids.push(integer(&format!("{field}[{index}]"), item, u64::MAX)?);
+    }
+    Ok(IdSet::new(ids))
+}
+
+/// Decodes a product value (the JSON object of SPEC.md); `None` is a tombstone.
+pub fn decode_product(value: Option<&str>) -> Result<Option<Product>, DecodeError> {
+    let Some(text) = value else { return Ok(None) };
+    let fields: ProductFields = parse_object(text, "product value")?;
+    Ok(Some(Product {
+        seller_id: integer("seller_id", required("seller_id", fields.seller_id)?, u64::MAX)?,
+        category_id: integer("category_id", required("category_id", fields.category_id)?, u64::MAX)?,
+        brand_id: integer("brand_id", required("brand_id", fields.brand_id)?, u64::MAX)?,
+        price_minor: price("price", required("price", fields.price)?)?,
+        stock: integer("stock", required("stock", fields.stock)?, MAX_STOCK)? as u32,
+    }))
+}
+
+/// Decodes a campaign value (every field optional); `None` is a tombstone.
+pub fn decode_campaign(value: Option<&str>) -> Result<Option<Campaign>, DecodeError> {
+    let Some(text) = value else { return Ok(None) };
+    let fields: CampaignFields = parse_object(text, "campaign value")?;
+    let active = match optional(fields.active) {
+        None => true,
+        Some(raw) => match raw.get() {
+            "true" => true,
+            "false" => false,
+            _ => {
+                return Err(DecodeError::WrongType {
+                    field: "active".to_owned(),
+                    expected: "a boolean",
+                    found: JsonKind::of(raw),
+                })
+            }
+        },
+    };
+    Ok(Some(Campaign {
+        category_ids: id_list("category_ids", fields.category_ids)?,
+        brand_ids: id_list("brand_ids", fields.brand_ids)?,
+        seller_ids: id_list("seller_ids", fields.seller_ids)?,
+        excluded_seller_ids: id_list("excluded_seller_ids", fields.excluded_seller_ids)?,
+        min_price_minor: optional(fields.min_price).map(|raw| price("min_price", raw)).transpose()?,
+        max_price_minor: optional(fields.max_price).map(|raw| price("max_price", raw)).transpose()?,
+        min_stock: optional(fields.min_stock)
+            .map(|raw| integer("min_stock", raw, u64::MAX))
+            .transpose()?
+            .unwrap_or(0),
+        active,
+    }))
+}
+
+/// Decodes the value of a record on `topic`; `None` (a null value) is a tombstone.
+pub fn decode_value(topic: Topic, value: Option<&str>) -> Result<Change, DecodeError> {
+    Ok(match topic {
+        Topic::Products => Change::Product(decode_product(value)?),
+        Topic::Campaigns => Change::Campaign(decode_campaign(value)?),
+    })
+}
+
+/// Checks a changelog key: a non-empty string.
+pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
+    let bytes = key.ok_or(DecodeError::MissingKey)?;
+    let key = std::str::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8)?;
+    if key.is_empty() {
+        return Err(DecodeError::EmptyKey);
+    }
+    Ok(key.to_owned())
+}
+
+/// Decodes a Kafka-style record: raw key and value bytes, a null value being a tombstone.
+pub fn decode_message(topic: Topic, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Record, DecodeError> {
+    let key = decode_key(key)?;
+    let value = value
+        .map(|bytes| std::str::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8))
+        .transpose()?;
+    Ok(Record {
+        key,
+        change: decode_value(topic, value)?,
+    })
+}
+
+/// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}`.
+pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
+    let text = std::str::from_utf8(line).map_err(|_| DecodeError::NotUtf8)?;
+    let fields: EnvelopeFields = parse_object(text, "record")?;
+
+    let topic_raw = fields.topic.ok_or(DecodeError::MissingTopic)?;
+    let topic_name: String = match JsonKind::of(topic_raw) {
+        JsonKind::String => serde_json::from_str(topic_raw.get()).map_err(|e| DecodeError::InvalidJson(e.to_string()))?,
+        found => return Err(DecodeError::TopicNotString(found)),
+    };
+    let topic = match topic_name.as_str() {
+        "products" => Topic::Products,
+        "campaigns" => Topic::Campaigns,
+        _ => return Err(DecodeError::UnknownTopic(topic_name)),
+    };
+
+    let key_raw = fields.key.ok_or(DecodeError::MissingKey)?;
+    let key: String = match JsonKind::of(key_raw) {
+        JsonKind::String => serde_json::from_str(key_raw.get()).map_err(|e| DecodeError::InvalidJson(e.to_string()))?,
+        JsonKind::Null => return Err(DecodeError::MissingKey),
+        found => return Err(DecodeError::KeyNotString(found)),
+    };
+    if key.is_empty() {
+        return Err(DecodeError::EmptyKey);
+    }
+
+    let value_raw = fields.value.ok_or(DecodeError::MissingValue)?;
+    let value = match JsonKind::of(value_raw) {
+        JsonKind::Null => None,
+        _ => Some(value_raw.get()),
+    };
+    Ok(Record {
+        key,
+        change: decode_value(topic, value)?,
+    })
+}

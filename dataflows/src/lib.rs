@@ -1,0 +1,14 @@
+//! The pure logic of the eligibility job: model types, decoding, the eligibility rule and
+//! the differential dataflow that maintains `eligible_products` and `eligible_stock` for
+//! every (seller, campaign) pair. Nothing here performs I/O.
+
+pub mod decode;
+pub mod eligibility;
+pub mod model;
+pub mod number;
+pub mod operators;
+pub mod reference;
+pub mod rule;
+
+pub use eligibility::render_eligibility;
+pub use model::{Campaign, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};

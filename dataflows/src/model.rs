@@ -1,0 +1,140 @@
+//! The entities the job reasons about, as they are after decoding.
+//!
+//! Prices are integer minor units (`round(price * 100)`): no float exists past the decoder.
+//! Id lists are sorted and free of duplicates, so two campaigns with the same criteria in a
+//! different order compare equal and an edit that only reorders a list changes nothing.
+
+use serde::{Deserialize, Serialize};
+
+/// Logical time: a batch number in file mode, a millisecond clock with Kafka sources.
+pub type Time = u64;
+
+/// A product id, the key of the `products` changelog.
+pub type ProductId = String;
+/// A campaign id, the key of the `campaigns` changelog.
+pub type CampaignId = String;
+pub type SellerId = u64;
+pub type CategoryId = u64;
+pub type BrandId = u64;
+
+/// The fields of a product that eligibility depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Product {
+    pub seller_id: SellerId,
+    pub category_id: CategoryId,
+    pub brand_id: BrandId,
+    /// Price in minor units (cents).
+    pub price_minor: u64,
+    pub stock: u32,
+}
+
+/// A campaign's participation criteria.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Campaign {
+    pub category_ids: IdSet,
+    pub brand_ids: IdSet,
+    pub seller_ids: IdSet,
+    pub excluded_seller_ids: IdSet,
+    /// Lowest admitted price in minor units, inclusive.
+    pub min_price_minor: Option<u64>,
+    /// Highest admitted price in minor units, inclusive.
+    pub max_price_minor: Option<u64>,
+    pub min_stock: u64,
+    pub active: bool,
+}
+
+impl Campaign {
+    /// The campaign every field of which has its default: active, with no criteria.
+    pub fn unrestricted() -> Self {
+        Campaign {
+            active: true,
+            ..Campaign::default()
+        }
+    }
+}
+
+/// A sorted, duplicate-free list of ids; empty means "no restriction" for an inclusion list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct IdSet(Vec<u64>);
+
+impl IdSet {
+    pub fn new(mut ids: Vec<u64>) -> Self {
+        ids.sort_unstable();
+        ids.dedup();
+        IdSet(ids)
+    }
+
+    pub fn contains(&self, id: u64) -> bool {
+        self.0.binary_search(&id).is_ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().copied()
+    }
+
+    /// An empty inclusion list admits every id.
+    pub fn admits(&self, id: u64) -> bool {
+        self.is_empty() || self.contains(id)
+    }
+}
+
+impl FromIterator<u64> for IdSet {
+    fn from_iter<I: IntoIterator<Item = u64>>(iter: I) -> Self {
+        IdSet::new(iter.into_iter().collect())
+    }
+}
+
+/// The two changelogs the job reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Topic {
+    Products,
+    Campaigns,
+}
+
+impl Topic {
+    pub fn name(self) -> &'static str {
+        match self {
+            Topic::Products => "products",
+            Topic::Campaigns => "campaigns",
+        }
+    }
+}
+
+/// One (seller, campaign) pair: the unit of every output.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PairKey {
+    pub campaign_id: CampaignId,
+    pub seller_id: SellerId,
+}
+
+impl PairKey {
+    /// The document id in every sink: `campaign_id:seller_id`.
+    pub fn document_id(&self) -> String {
+        format!("{}:{}", self.campaign_id, self.seller_id)
+    }
+}
+
+/// The figures kept for a pair that exists (`eligible_products > 0`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PairFigures {
+    pub eligible_products: u64,
+    pub eligible_stock: u64,
+}
+
+/// A pair's new state at one logical time: its figures, or `None` when it ended.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PairChange {
+    pub time: Time,
+    pub pair: PairKey,
+    pub figures: Option<PairFigures>,
+    /// The figures before this time, `None` for a pair that did not exist.
+    pub previous: Option<PairFigures>,
+}

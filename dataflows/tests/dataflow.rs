@@ -1,0 +1,200 @@
+//! The eligibility dataflow on small, hand-checked cases, on one and several workers.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use dataflows::operators::{PairChanges, Upsert};
+use dataflows::{render_eligibility, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
+use timely::dataflow::operators::capture::{Capture, Extract};
+use timely::dataflow::operators::Input;
+
+/// One input record: product or campaign, key, new state.
+#[derive(Clone)]
+enum Event {
+    Product(&'static str, Option<Product>),
+    Campaign(&'static str, Option<Campaign>),
+}
+
+/// Runs `batches` (one logical time each) and returns the changes, sorted.
+fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
+    let (send, recv) = mpsc::channel();
+    let send = Arc::new(Mutex::new(send));
+    let batches = Arc::new(batches);
+    timely::execute(timely::Config::process(workers), move |worker| {
+        let send = send.lock().unwrap().clone();
+        let (mut products, mut campaigns) = worker.dataflow::<u64, _, _>(|scope| {
+            let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
+            let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
+            render_eligibility(products, campaigns).pair_changes(|_| 0).capture_into(send);
+            (products_in, campaigns_in)
+        });
+        // Worker 0 feeds everything; the others only advance time.
+        for (time, batch) in batches.iter().enumerate() {
+            products.advance_to(time as u64);
+            campaigns.advance_to(time as u64);
+            if worker.index() == 0 {
+                for (seq, event) in batch.iter().enumerate() {
+                    let seq = seq as u64;
+                    match event.clone() {
+                        Event::Product(key, value) => products.send(Upsert { key: key.into(), seq, value }),
+                        Event::Campaign(key, value) => campaigns.send(Upsert { key: key.into(), seq, value }),
+                    }
+                }
+            }
+        }
+    })
+    .unwrap();
+    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
+    changes.sort();
+    changes
+}
+
+fn product(seller_id: u64, category_id: u64, price_minor: u64, stock: u32) -> Product {
+    Product { seller_id, category_id, brand_id: 7, price_minor, stock }
+}
+
+fn campaign_in(categories: &[u64]) -> Campaign {
+    Campaign { category_ids: IdSet::new(categories.to_vec()), ..Campaign::unrestricted() }
+}
+
+fn figures(eligible_products: u64, eligible_stock: u64) -> Option<PairFigures> {
+    Some(PairFigures { eligible_products, eligible_stock })
+}
+
+fn change(time: u64, campaign: &str, seller_id: u64, new: Option<PairFigures>, previous: Option<PairFigures>) -> PairChange {
+    PairChange {
+        time,
+        pair: PairKey { campaign_id: campaign.into(), seller_id },
+        figures: new,
+        previous,
+    }
+}
+
+#[test]
+fn counts_and_stock_follow_product_changes() {
+    for workers in [1, 3] {
+        let changes = run(
+            workers,
+            vec![
+                vec![
+                    Event::Campaign("c-1", Some(campaign_in(&[10]))),
+                    Event::Product("p-1", Some(product(42, 10, 100, 5))),
+                    Event::Product("p-2", Some(product(42, 10, 200, 7))),
+                    Event::Product("p-3", Some(product(43, 11, 100, 1))),
+                ],
+                // p-2 leaves the category, p-3 enters it.
+                vec![
+                    Event::Product("p-2", Some(product(42, 11, 200, 7))),
+                    Event::Product("p-3", Some(product(43, 10, 100, 1))),
+                ],
+                // A re-sent identical state and an unknown tombstone change nothing.
+                vec![Event::Product("p-1", Some(product(42, 10, 100, 5))), Event::Product("p-9", None)],
+                // Seller 42's last eligible product goes away.
+                vec![Event::Product("p-1", None)],
+            ],
+        );
+        assert_eq!(
+            changes,
+            vec![
+                change(0, "c-1", 42, figures(2, 12), None),
+                change(1, "c-1", 42, figures(1, 5), figures(2, 12)),
+                change(1, "c-1", 43, figures(1, 1), None),
+                change(3, "c-1", 42, None, figures(1, 5)),
+            ],
+            "workers: {workers}"
+        );
+    }
+}
+
+#[test]
+fn the_last_record_for_a_key_in_a_batch_wins() {
+    let changes = run(
+        2,
+        vec![vec![
+            Event::Campaign("c-1", Some(campaign_in(&[10]))),
+            Event::Product("p-1", Some(product(42, 10, 100, 5))),
+            Event::Product("p-1", None),
+            Event::Product("p-2", None),
+            Event::Product("p-2", Some(product(42, 10, 100, 3))),
+        ]],
+    );
+    assert_eq!(changes, vec![change(0, "c-1", 42, figures(1, 3), None)]);
+}
+
+#[test]
+fn campaign_edits_deactivation_and_tombstones() {
+    let changes = run(
+        3,
+        vec![
+            vec![
+                Event::Product("p-1", Some(product(42, 10, 100, 5))),
+                Event::Product("p-2", Some(product(43, 11, 5000, 2))),
+                Event::Campaign("c-1", Some(campaign_in(&[10]))),
+                Event::Campaign("c-2", Some(campaign_in(&[10]))),
+            ],
+            // c-1 widens to category 11 but caps the price: p-2 is too expensive.
+            vec![Event::Campaign(
+                "c-1",
+                Some(Campaign { max_price_minor: Some(1000), ..campaign_in(&[10, 11]) }),
+            )],
+            vec![Event::Campaign("c-1", Some(Campaign { active: false, ..campaign_in(&[10]) }))],
+            vec![Event::Campaign("c-2", None)],
+            // Reordered lists are the same campaign: nothing changes.
+            vec![Event::Campaign("c-1", Some(Campaign { active: false, ..campaign_in(&[10]) }))],
+        ],
+    );
+    assert_eq!(
+        changes,
+        vec![
+            change(0, "c-1", 42, figures(1, 5), None),
+            change(0, "c-2", 42, figures(1, 5), None),
+            change(2, "c-1", 42, None, figures(1, 5)),
+            change(3, "c-2", 42, None, figures(1, 5)),
+        ]
+    );
+}
+
+#[test]
+fn unrestricted_campaigns_meet_every_category_in_use() {
+    let changes = run(
+        2,
+        vec![
+            vec![
+                Event::Campaign("all", Some(Campaign { excluded_seller_ids: IdSet::new(vec![44]), ..Campaign::unrestricted() })),
+                Event::Product("p-1", Some(product(42, 10, 100, 5))),
+                Event::Product("p-2", Some(product(42, 11, 100, 1))),
+                Event::Product("p-3", Some(product(44, 10, 100, 1))),
+            ],
+            // A category that appears later is met too.
+            vec![Event::Product("p-4", Some(product(42, 12, 100, 4)))],
+            // A category that disappears takes its products' pairs with it.
+            vec![Event::Product("p-1", None), Event::Product("p-2", None), Event::Product("p-4", None)],
+        ],
+    );
+    assert_eq!(
+        changes,
+        vec![
+            change(0, "all", 42, figures(2, 6), None),
+            change(1, "all", 42, figures(3, 10), figures(2, 6)),
+            change(2, "all", 42, None, figures(3, 10)),
+        ]
+    );
+}
+
+#[test]
+fn brand_and_seller_keyed_campaigns_check_their_residuals() {
+    let changes = run(
+        2,
+        vec![vec![
+            Event::Product("p-1", Some(Product { brand_id: 8, ..product(42, 10, 100, 5) })),
+            Event::Product("p-2", Some(product(42, 10, 100, 5))),
+            Event::Product("p-3", Some(product(43, 10, 100, 0))),
+            Event::Campaign("brand", Some(Campaign { brand_ids: IdSet::new(vec![7]), seller_ids: IdSet::new(vec![42]), ..Campaign::unrestricted() })),
+            Event::Campaign("seller", Some(Campaign { seller_ids: IdSet::new(vec![42, 43]), min_stock: 1, ..Campaign::unrestricted() })),
+        ]],
+    );
+    assert_eq!(
+        changes,
+        vec![change(0, "brand", 42, figures(1, 5), None), change(0, "seller", 42, figures(2, 10), None)]
+    );
+}
