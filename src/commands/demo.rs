@@ -1,0 +1,149 @@
+//! `eligibility demo`: the embedded default. A marketplace generated in memory, the job
+//! run on it with the JSONL sink, and what sellers would see, with how fast it went.
+//! Needs no broker, no search cluster, nothing beyond the binary.
+
+use std::collections::BTreeMap;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use dataflows::model::{PairFigures, SellerId};
+
+use crate::change_log::{fold_state, read_changes};
+use crate::cli::DemoArgs;
+use crate::cluster::ClusterOptions;
+use crate::generate::{generate_to_vec, MarketplaceSpec};
+use crate::job::{self, Job};
+use crate::metrics::JobMetrics;
+use crate::sink::file_outputs::FirstWorkerSinks;
+use crate::source::event_log::{EventLogFactory, EventLogInput};
+
+pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    let spec = MarketplaceSpec::from(&args.marketplace);
+    let dir = match &args.output_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("eligibility-demo-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let changes_path = dir.join("changes.jsonl");
+    let rejected_path = dir.join("rejected.jsonl");
+
+    println!(
+        "Marketplace: {} products of {} sellers in {} categories and {} brands, {} campaigns, then {} updates ({:.1}% malformed).",
+        spec.products,
+        spec.sellers,
+        spec.categories,
+        spec.brands,
+        spec.campaigns,
+        spec.updates,
+        spec.malformed_share * 100.0
+    );
+    let started = Instant::now();
+    let log = Arc::new(generate_to_vec(&spec));
+    let events = log.iter().filter(|b| **b == b'\n').count();
+    println!(
+        "Generated {events} events ({:.1} MB) in {:.2} s.",
+        log.len() as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+
+    let cluster = ClusterOptions {
+        workers: args.workers,
+        ..ClusterOptions::default()
+    };
+    let metrics = Arc::new(JobMetrics::default());
+    let sinks = FirstWorkerSinks::jsonl_files(0, &changes_path, &rejected_path, &metrics)?;
+    let job = Job {
+        cluster: cluster.clone(),
+        source: Arc::new(EventLogFactory {
+            input: EventLogInput::Bytes(log),
+            batch_size: args.batch_size,
+        }),
+        sinks: Arc::new(sinks),
+        metrics,
+        max_inflight_times: 8,
+        progress_every: None,
+    };
+    let report = job::run(job)?;
+    let seconds = report.elapsed.as_secs_f64();
+    println!(
+        "Ran the job on {} worker(s), {} events a batch: {} events in {seconds:.2} s, {:.0} events/s.",
+        cluster.workers,
+        args.batch_size,
+        report.records_read,
+        report.records_read as f64 / seconds.max(1e-9)
+    );
+    println!(
+        "  {} upserts and {} deletes written to {}; {} rejected records in {}.",
+        report.pairs_upserted,
+        report.pairs_deleted,
+        changes_path.display(),
+        report.records_rejected,
+        rejected_path.display()
+    );
+
+    let state = fold_state(&read_changes(&changes_path)?);
+    let mut by_seller: BTreeMap<SellerId, Vec<(String, PairFigures)>> = BTreeMap::new();
+    for (pair, figures) in &state {
+        by_seller
+            .entry(pair.seller_id)
+            .or_default()
+            .push((pair.campaign_id.clone(), *figures));
+    }
+    println!(
+        "  {} (seller, campaign) pairs exist; {} of {} sellers can join at least one campaign.",
+        state.len(),
+        by_seller.len(),
+        spec.sellers
+    );
+    // The biggest sellers first: they have the most to show.
+    let mut sellers: Vec<(&SellerId, &Vec<(String, PairFigures)>)> = by_seller.iter().collect();
+    sellers.sort_by_key(|(seller, campaigns)| {
+        let products: u64 = campaigns
+            .iter()
+            .map(|(_, f)| f.eligible_products)
+            .max()
+            .unwrap_or(0);
+        (std::cmp::Reverse(products), **seller)
+    });
+    for (seller, campaigns) in sellers.into_iter().take(args.show_sellers) {
+        print_seller(*seller, campaigns);
+    }
+    Ok(())
+}
+
+fn print_seller(seller: SellerId, campaigns: &[(String, PairFigures)]) {
+    let mut by_products = campaigns.to_vec();
+    by_products.sort_by(|a, b| {
+        b.1.eligible_products
+            .cmp(&a.1.eligible_products)
+            .then(a.0.cmp(&b.0))
+    });
+    let mut by_stock = campaigns.to_vec();
+    by_stock.sort_by(|a, b| {
+        b.1.eligible_stock
+            .cmp(&a.1.eligible_stock)
+            .then(a.0.cmp(&b.0))
+    });
+    println!(
+        "\nSeller {seller}: eligible for {} campaigns",
+        campaigns.len()
+    );
+    println!(
+        "  {:<34} | {:<34}",
+        "by eligible products", "by eligible stock"
+    );
+    for row in 0..5.min(campaigns.len()) {
+        let (a, b) = (&by_products[row], &by_stock[row]);
+        println!(
+            "  {:<8} {:>9} products {:>7} stock | {:<8} {:>9} stock {:>7} products",
+            a.0,
+            a.1.eligible_products,
+            a.1.eligible_stock,
+            b.0,
+            b.1.eligible_stock,
+            b.1.eligible_products
+        );
+    }
+}

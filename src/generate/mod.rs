@@ -1,0 +1,545 @@
+//! A synthetic marketplace as an event log (SPEC.md's JSONL), for tests, demos and benches.
+//!
+//! Seller sizes, category and brand popularity are Zipf-like, as on a real marketplace: a
+//! few sellers own many products, a few categories hold most of them. After the initial
+//! load (campaigns, then products) comes a mix of updates: price and stock edits, moves to
+//! another category, deletes, new products, identical re-sends, unknown tombstones,
+//! campaign edits, deactivations, tombstones and new campaigns, with a configurable share
+//! of malformed records. The same spec and seed always give the same bytes.
+
+pub mod zipf;
+
+use std::io::Write;
+
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use self::zipf::Zipf;
+
+/// What to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MarketplaceSpec {
+    pub products: u64,
+    pub sellers: u64,
+    pub categories: u64,
+    pub brands: u64,
+    pub campaigns: u64,
+    /// Events after the initial load.
+    pub updates: u64,
+    /// Share of records, in `[0, 1]`, that are malformed.
+    pub malformed_share: f64,
+    /// Zipf exponent of products per seller.
+    pub seller_skew: f64,
+    /// Zipf exponent of products per category (and brand).
+    pub category_skew: f64,
+    pub seed: u64,
+}
+
+impl Default for MarketplaceSpec {
+    fn default() -> Self {
+        MarketplaceSpec {
+            products: 100_000,
+            sellers: 2_000,
+            categories: 500,
+            brands: 1_000,
+            campaigns: 50,
+            updates: 100_000,
+            malformed_share: 0.001,
+            seller_skew: 0.9,
+            category_skew: 1.0,
+            seed: 1,
+        }
+    }
+}
+
+/// How many records of each kind were written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GenerateStats {
+    pub lines: u64,
+    pub product_records: u64,
+    pub campaign_records: u64,
+    pub malformed: u64,
+}
+
+#[derive(Clone, Copy)]
+struct ProductState {
+    seller: u64,
+    category: u64,
+    brand: u64,
+    price_cents: u64,
+    stock: u64,
+}
+
+#[derive(Clone)]
+struct CampaignState {
+    categories: Vec<u64>,
+    brands: Vec<u64>,
+    sellers: Vec<u64>,
+    excluded: Vec<u64>,
+    min_price_cents: Option<u64>,
+    max_price_cents: Option<u64>,
+    min_stock: u64,
+    active: bool,
+}
+
+struct Generator<'w> {
+    spec: MarketplaceSpec,
+    rng: ChaCha8Rng,
+    sellers: Zipf,
+    categories: Zipf,
+    brands: Zipf,
+    products: Vec<Option<ProductState>>,
+    campaigns: Vec<Option<CampaignState>>,
+    out: &'w mut dyn Write,
+    stats: GenerateStats,
+    line: String,
+}
+
+/// Writes the event log for `spec` to `out`.
+pub fn generate(spec: &MarketplaceSpec, out: &mut dyn Write) -> std::io::Result<GenerateStats> {
+    let mut generator = Generator {
+        rng: ChaCha8Rng::seed_from_u64(spec.seed),
+        sellers: Zipf::new(spec.sellers, spec.seller_skew),
+        categories: Zipf::new(spec.categories, spec.category_skew),
+        brands: Zipf::new(spec.brands, spec.category_skew),
+        products: Vec::with_capacity(spec.products as usize),
+        campaigns: Vec::new(),
+        spec: spec.clone(),
+        out,
+        stats: GenerateStats::default(),
+        line: String::with_capacity(256),
+    };
+    generator.run()?;
+    generator.out.flush()?;
+    Ok(generator.stats)
+}
+
+/// The event log for `spec`, in memory.
+pub fn generate_to_vec(spec: &MarketplaceSpec) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    generate(spec, &mut bytes).expect("writing to memory cannot fail");
+    bytes
+}
+
+fn price_text(cents: u64) -> String {
+    format!("{}.{:02}", cents / 100, cents % 100)
+}
+
+fn id_list(ids: &[u64]) -> String {
+    let items: Vec<String> = ids.iter().map(u64::to_string).collect();
+    format!("[{}]", items.join(", "))
+}
+
+impl Generator<'_> {
+    fn run(&mut self) -> std::io::Result<()> {
+        for _ in 0..self.spec.campaigns {
+            let campaign = self.new_campaign();
+            self.campaigns.push(Some(campaign));
+            self.emit_campaign(self.campaigns.len() - 1)?;
+        }
+        for _ in 0..self.spec.products {
+            let product = self.new_product();
+            self.products.push(Some(product));
+            self.emit_product(self.products.len() - 1)?;
+        }
+        for _ in 0..self.spec.updates {
+            self.update()?;
+        }
+        Ok(())
+    }
+
+    fn write_line(&mut self) -> std::io::Result<()> {
+        self.line.push('\n');
+        self.out.write_all(self.line.as_bytes())?;
+        self.stats.lines += 1;
+        Ok(())
+    }
+
+    /// Writes the line in `self.line`, or a malformed variant of it now and then.
+    fn emit(&mut self, topic: &str, key: &str, value: &str) -> std::io::Result<()> {
+        self.line.clear();
+        if self.spec.malformed_share > 0.0
+            && self.rng.random_bool(self.spec.malformed_share.min(1.0))
+        {
+            self.line = self.malformed(topic, key, value);
+            self.stats.malformed += 1;
+        } else {
+            self.line = format!(r#"{{"topic": "{topic}", "key": "{key}", "value": {value}}}"#);
+            if topic == "products" {
+                self.stats.product_records += 1;
+            } else {
+                self.stats.campaign_records += 1;
+            }
+        }
+        self.write_line()
+    }
+
+    fn malformed(&mut self, topic: &str, key: &str, value: &str) -> String {
+        let good = format!(r#"{{"topic": "{topic}", "key": "{key}", "value": {value}}}"#);
+        match self.rng.random_range(0..9) {
+            0 => good[..good.len() / 2].to_owned(),
+            1 => format!(r#"{{"topic": "{topic}", "value": {value}}}"#),
+            2 => format!(r#"{{"topic": "orders", "key": "{key}", "value": {value}}}"#),
+            3 => format!(r#"{{"topic": "{topic}", "key": "", "value": {value}}}"#),
+            4 => format!(r#"{{"topic": "{topic}", "key": "{key}", "value": [1, 2]}}"#),
+            5 if topic == "products" => format!(
+                r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 1.5}}}}"#
+            ),
+            6 if topic == "products" => format!(
+                r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": "9.99", "stock": 1}}}}"#
+            ),
+            7 if topic == "products" => format!(
+                r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 9.99, "stock": -4}}}}"#
+            ),
+            _ if topic == "campaigns" => {
+                format!(
+                    r#"{{"topic": "campaigns", "key": "{key}", "value": {{"category_ids": "all", "min_stock": 1}}}}"#
+                )
+            }
+            _ => format!(r#"{{"topic": "{topic}", "key": 17, "value": {value}}}"#),
+        }
+    }
+
+    fn product_value(p: &ProductState) -> String {
+        format!(
+            r#"{{"seller_id": {}, "category_id": {}, "brand_id": {}, "price": {}, "stock": {}}}"#,
+            p.seller,
+            p.category,
+            p.brand,
+            price_text(p.price_cents),
+            p.stock
+        )
+    }
+
+    fn campaign_value(c: &CampaignState) -> String {
+        let mut fields = Vec::new();
+        if !c.categories.is_empty() {
+            fields.push(format!(r#""category_ids": {}"#, id_list(&c.categories)));
+        }
+        if !c.brands.is_empty() {
+            fields.push(format!(r#""brand_ids": {}"#, id_list(&c.brands)));
+        }
+        if !c.sellers.is_empty() {
+            fields.push(format!(r#""seller_ids": {}"#, id_list(&c.sellers)));
+        }
+        if !c.excluded.is_empty() {
+            fields.push(format!(
+                r#""excluded_seller_ids": {}"#,
+                id_list(&c.excluded)
+            ));
+        }
+        if let Some(min) = c.min_price_cents {
+            fields.push(format!(r#""min_price": {}"#, price_text(min)));
+        }
+        if let Some(max) = c.max_price_cents {
+            fields.push(format!(r#""max_price": {}"#, price_text(max)));
+        }
+        if c.min_stock > 0 {
+            fields.push(format!(r#""min_stock": {}"#, c.min_stock));
+        }
+        if !c.active {
+            fields.push(r#""active": false"#.to_owned());
+        }
+        format!("{{{}}}", fields.join(", "))
+    }
+
+    fn emit_product(&mut self, index: usize) -> std::io::Result<()> {
+        let key = format!("p-{index}");
+        let value = match &self.products[index] {
+            Some(product) => Self::product_value(product),
+            None => "null".to_owned(),
+        };
+        self.emit("products", &key, &value)
+    }
+
+    fn emit_campaign(&mut self, index: usize) -> std::io::Result<()> {
+        let key = format!("c-{index}");
+        let value = match &self.campaigns[index] {
+            Some(campaign) => Self::campaign_value(campaign),
+            None => "null".to_owned(),
+        };
+        self.emit("campaigns", &key, &value)
+    }
+
+    fn price(&mut self) -> u64 {
+        // Log-uniform between 1.00 and 5000.00, with the endings shops use.
+        let cents = (100.0 * (self.rng.random::<f64>() * 5000f64.ln()).exp()) as u64;
+        let ending = *[0u64, 90, 99, 50].choose(&mut self.rng).expect("non-empty");
+        (cents / 100) * 100 + ending
+    }
+
+    fn stock(&mut self) -> u64 {
+        if self.rng.random_bool(0.15) {
+            0
+        } else {
+            (self.rng.random::<f64>() * 500f64.ln()).exp() as u64
+        }
+    }
+
+    fn new_product(&mut self) -> ProductState {
+        ProductState {
+            seller: self.sellers.sample(&mut self.rng),
+            category: self.categories.sample(&mut self.rng),
+            brand: self.brands.sample(&mut self.rng),
+            price_cents: self.price(),
+            stock: self.stock(),
+        }
+    }
+
+    fn sample_distinct(
+        &mut self,
+        count: usize,
+        from: fn(&Self, &mut ChaCha8Rng) -> u64,
+    ) -> Vec<u64> {
+        let mut rng = self.rng.clone();
+        let mut ids: Vec<u64> = (0..count).map(|_| from(self, &mut rng)).collect();
+        self.rng = rng;
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    fn new_campaign(&mut self) -> CampaignState {
+        let mut campaign = CampaignState {
+            categories: Vec::new(),
+            brands: Vec::new(),
+            sellers: Vec::new(),
+            excluded: Vec::new(),
+            min_price_cents: None,
+            max_price_cents: None,
+            min_stock: 0,
+            active: self.rng.random_bool(0.95),
+        };
+        match self.rng.random_range(0..100) {
+            0..65 => {
+                let n = self.rng.random_range(1..=12);
+                campaign.categories = self.sample_distinct(n, |g, rng| g.categories.sample(rng));
+                if self.rng.random_bool(0.25) {
+                    let n = self.rng.random_range(1..=5);
+                    campaign.brands = self.sample_distinct(n, |g, rng| g.brands.sample(rng));
+                }
+            }
+            65..80 => {
+                let n = self.rng.random_range(1..=8);
+                campaign.brands = self.sample_distinct(n, |g, rng| g.brands.sample(rng));
+            }
+            80..88 => {
+                let n = self.rng.random_range(5..=200);
+                campaign.sellers =
+                    self.sample_distinct(n, |g, rng| rng.random_range(0..g.spec.sellers.max(1)));
+            }
+            _ => {}
+        }
+        if self.rng.random_bool(0.4) {
+            let min = self.rng.random_range(0..20_000);
+            let max = min + self.rng.random_range(5_000..200_000);
+            match self.rng.random_range(0..3) {
+                0 => campaign.min_price_cents = Some(min),
+                1 => campaign.max_price_cents = Some(max),
+                _ => {
+                    campaign.min_price_cents = Some(min);
+                    campaign.max_price_cents = Some(max);
+                }
+            }
+        }
+        if self.rng.random_bool(0.35) {
+            campaign.min_stock = self.rng.random_range(1..=20);
+        }
+        if self.rng.random_bool(0.15) {
+            let n = self.rng.random_range(1..=20);
+            campaign.excluded = self.sample_distinct(n, |g, rng| g.sellers.sample(rng));
+        }
+        campaign
+    }
+
+    fn live_product(&mut self) -> Option<usize> {
+        (0..8)
+            .map(|_| self.rng.random_range(0..self.products.len().max(1)))
+            .find(|index| self.products.get(*index).is_some_and(Option::is_some))
+    }
+
+    fn live_campaign(&mut self) -> Option<usize> {
+        (0..8)
+            .map(|_| self.rng.random_range(0..self.campaigns.len().max(1)))
+            .find(|index| self.campaigns.get(*index).is_some_and(Option::is_some))
+    }
+
+    /// One update, out of 10,000: product changes dominate, as on a marketplace, where
+    /// campaigns change a few times a day and products all the time.
+    fn update(&mut self) -> std::io::Result<()> {
+        let roll = self.rng.random_range(0..10_000);
+        let product = if roll < 9_850 {
+            self.live_product()
+        } else {
+            None
+        };
+        match (roll, product) {
+            (0..3_300, Some(index)) => {
+                let price = self.products[index].as_ref().map_or(0, |p| p.price_cents);
+                let factor = self.rng.random_range(0.7..1.3);
+                let new_price = ((price as f64 * factor) as u64).max(1);
+                if let Some(p) = self.products[index].as_mut() {
+                    p.price_cents = new_price;
+                }
+                self.emit_product(index)
+            }
+            (3_300..6_300, Some(index)) => {
+                let stock = self.stock();
+                if let Some(p) = self.products[index].as_mut() {
+                    p.stock = stock;
+                }
+                self.emit_product(index)
+            }
+            (6_300..6_900, Some(index)) => {
+                let category = self.categories.sample(&mut self.rng);
+                if let Some(p) = self.products[index].as_mut() {
+                    p.category = category;
+                }
+                self.emit_product(index)
+            }
+            (6_900..7_100, Some(index)) => {
+                let brand = self.brands.sample(&mut self.rng);
+                if let Some(p) = self.products[index].as_mut() {
+                    p.brand = brand;
+                }
+                self.emit_product(index)
+            }
+            (7_100..7_600, Some(index)) => {
+                self.products[index] = None;
+                self.emit_product(index)
+            }
+            // An identical re-send, as producers do after a retry.
+            (7_600..8_300, Some(index)) => self.emit_product(index),
+            (0..9_850, _) => {
+                let product = self.new_product();
+                self.products.push(Some(product));
+                self.emit_product(self.products.len() - 1)
+            }
+            (9_850..9_900, _) => {
+                // A tombstone for a key that never existed is valid and changes nothing.
+                let key = format!("p-unknown-{}", self.rng.random::<u32>());
+                self.emit("products", &key, "null")
+            }
+            (9_900..9_960, _) => match self.live_campaign() {
+                Some(index) => {
+                    self.edit_campaign(index);
+                    self.emit_campaign(index)
+                }
+                None => self.add_campaign(),
+            },
+            (9_960..9_980, _) => match self.live_campaign() {
+                Some(index) => {
+                    if let Some(c) = self.campaigns[index].as_mut() {
+                        c.active = !c.active;
+                    }
+                    self.emit_campaign(index)
+                }
+                None => self.add_campaign(),
+            },
+            (9_980..9_990, _) => match self.live_campaign() {
+                Some(index) => {
+                    self.campaigns[index] = None;
+                    self.emit_campaign(index)
+                }
+                None => self.add_campaign(),
+            },
+            _ => self.add_campaign(),
+        }
+    }
+
+    fn add_campaign(&mut self) -> std::io::Result<()> {
+        let campaign = self.new_campaign();
+        self.campaigns.push(Some(campaign));
+        self.emit_campaign(self.campaigns.len() - 1)
+    }
+
+    fn edit_campaign(&mut self, index: usize) {
+        let roll = self.rng.random_range(0..4);
+        let category = self.categories.sample(&mut self.rng);
+        let min_stock = self.rng.random_range(0..=10);
+        let max_price = self.rng.random_range(1_000..500_000);
+        let Some(c) = self.campaigns[index].as_mut() else {
+            return;
+        };
+        match roll {
+            0 if !c.categories.is_empty() => {
+                c.categories.push(category);
+                c.categories.sort_unstable();
+                c.categories.dedup();
+            }
+            0 | 1 => c.min_stock = min_stock,
+            2 => c.max_price_cents = Some(max_price),
+            _ => c.min_price_cents = c.min_price_cents.map_or(Some(500), |_| None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> MarketplaceSpec {
+        MarketplaceSpec {
+            products: 500,
+            sellers: 40,
+            categories: 20,
+            brands: 30,
+            campaigns: 10,
+            updates: 2_000,
+            malformed_share: 0.02,
+            seed: 7,
+            ..MarketplaceSpec::default()
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_bytes_and_another_seed_does_not() {
+        assert_eq!(generate_to_vec(&small()), generate_to_vec(&small()));
+        assert_ne!(
+            generate_to_vec(&small()),
+            generate_to_vec(&MarketplaceSpec { seed: 8, ..small() })
+        );
+    }
+
+    #[test]
+    fn every_line_is_decoded_or_counted_as_malformed() {
+        let bytes = generate_to_vec(&small());
+        let mut stats = GenerateStats::default();
+        generate(&small(), &mut std::io::sink())
+            .map(|s| stats = s)
+            .unwrap();
+        let mut rejected = 0;
+        let mut lines = 0;
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            lines += 1;
+            if dataflows::decode::decode_envelope(line).is_err() {
+                rejected += 1;
+            }
+        }
+        assert_eq!(lines, 10 + 500 + 2_000);
+        assert_eq!(lines, stats.lines);
+        assert_eq!(rejected, stats.malformed);
+        assert!(stats.malformed > 10, "{stats:?}");
+    }
+
+    #[test]
+    fn seller_sizes_are_skewed() {
+        let spec = MarketplaceSpec {
+            updates: 0,
+            malformed_share: 0.0,
+            ..small()
+        };
+        let bytes = generate_to_vec(&spec);
+        let mut per_seller = std::collections::HashMap::new();
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let record = dataflows::decode::decode_envelope(line).unwrap();
+            if let dataflows::decode::Change::Product(Some(p)) = record.change {
+                *per_seller.entry(p.seller_id).or_insert(0u32) += 1;
+            }
+        }
+        let mut sizes: Vec<u32> = per_seller.into_values().collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        assert!(sizes[0] > 5 * sizes[sizes.len() / 2], "{sizes:?}");
+    }
+}

@@ -1,0 +1,13 @@
+//! The `eligibility` job: command line, sources, sinks, cluster start-up and metrics
+//! around the pure dataflow of the `dataflows` crate.
+
+pub mod change_log;
+pub mod cli;
+pub mod cluster;
+pub mod commands;
+pub mod dead_letter;
+pub mod generate;
+pub mod job;
+pub mod metrics;
+pub mod sink;
+pub mod source;

@@ -1,0 +1,259 @@
+//! The JSONL sinks: the change log and the dead-letter log of SPEC.md.
+//!
+//! Change lines: `{"op":"upsert","id":"c-9:42","campaign_id":"c-9","seller_id":42,
+//! "eligible_products":3,"eligible_stock":40,"time":0}` or `{"op":"delete",…}`, in time
+//! order and, within a time, by (campaign id, seller id). Applying them in order gives the
+//! current state.
+//!
+//! Durability: `Buffered` acknowledges a time as soon as it is written to the buffer (a
+//! one-shot file run has nothing to resume). `Synced` acknowledges only what has been
+//! flushed and `fsync`ed, at most once per interval, for jobs that resume from offsets.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use base64::Engine;
+use dataflows::model::{PairChange, Time};
+use serde::Serialize;
+
+use super::Sink;
+use crate::dead_letter::{DeadLetter, Origin};
+use crate::metrics::JobMetrics;
+
+/// When written lines count as acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    Buffered,
+    Synced { interval: Duration },
+}
+
+/// A line-oriented output: a file or standard output.
+pub struct JsonlWriter {
+    out: BufWriter<Box<dyn Write + Send>>,
+    file: Option<File>,
+    durability: Durability,
+    last_sync: Instant,
+    /// Everything below this time is written; not necessarily synced.
+    written_upper: Option<Time>,
+    /// Everything below this time is acknowledged.
+    acknowledged: Time,
+    line: Vec<u8>,
+}
+
+impl JsonlWriter {
+    /// Creates (truncates) `path`, or writes to standard output for `-`.
+    pub fn create(path: &Path, durability: Durability) -> anyhow::Result<Self> {
+        if path == Path::new("-") {
+            return Ok(Self::new(Box::new(std::io::stdout()), None, durability));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        let file =
+            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let sync_handle = file
+            .try_clone()
+            .context("cannot duplicate the output file handle")?;
+        Ok(Self::new(Box::new(file), Some(sync_handle), durability))
+    }
+
+    /// Appends to `path`, creating it if missing (a resumed job keeps its earlier lines).
+    pub fn append(path: &Path, durability: Durability) -> anyhow::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {} for appending", path.display()))?;
+        let sync_handle = file
+            .try_clone()
+            .context("cannot duplicate the output file handle")?;
+        Ok(Self::new(Box::new(file), Some(sync_handle), durability))
+    }
+
+    fn new(out: Box<dyn Write + Send>, file: Option<File>, durability: Durability) -> Self {
+        JsonlWriter {
+            out: BufWriter::with_capacity(1 << 20, out),
+            file,
+            durability,
+            last_sync: Instant::now(),
+            written_upper: Some(0),
+            acknowledged: 0,
+            line: Vec::with_capacity(256),
+        }
+    }
+
+    fn write_line<T: Serialize>(&mut self, value: &T) -> anyhow::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, value)?;
+        self.line.push(b'\n');
+        self.out
+            .write_all(&self.line)
+            .context("cannot write the output")
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        self.written_upper = upper;
+        let finished = upper.is_none();
+        match self.durability {
+            Durability::Buffered => {
+                if finished {
+                    self.out.flush().context("cannot flush the output")?;
+                }
+                Ok(upper)
+            }
+            Durability::Synced { interval } => {
+                if finished || self.last_sync.elapsed() >= interval {
+                    self.out.flush().context("cannot flush the output")?;
+                    if let Some(file) = &self.file {
+                        file.sync_data().context("cannot sync the output to disk")?;
+                    }
+                    self.last_sync = Instant::now();
+                    match upper {
+                        Some(upper) => self.acknowledged = upper,
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(self.acknowledged))
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ChangeLine<'a> {
+    op: &'static str,
+    id: String,
+    campaign_id: &'a str,
+    seller_id: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eligible_products: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    eligible_stock: Option<u64>,
+    time: Time,
+}
+
+impl<'a> From<&'a PairChange> for ChangeLine<'a> {
+    fn from(change: &'a PairChange) -> Self {
+        ChangeLine {
+            op: if change.figures.is_some() {
+                "upsert"
+            } else {
+                "delete"
+            },
+            id: change.pair.document_id(),
+            campaign_id: &change.pair.campaign_id,
+            seller_id: change.pair.seller_id,
+            eligible_products: change.figures.map(|f| f.eligible_products),
+            eligible_stock: change.figures.map(|f| f.eligible_stock),
+            time: change.time,
+        }
+    }
+}
+
+/// Writes pair changes as JSONL.
+pub struct JsonlChangeSink {
+    writer: JsonlWriter,
+    metrics: Arc<JobMetrics>,
+}
+
+impl JsonlChangeSink {
+    pub fn new(writer: JsonlWriter, metrics: Arc<JobMetrics>) -> Self {
+        JsonlChangeSink { writer, metrics }
+    }
+}
+
+impl Sink<PairChange> for JsonlChangeSink {
+    fn write(&mut self, _time: Time, changes: &[PairChange]) -> anyhow::Result<()> {
+        for change in changes {
+            self.writer.write_line(&ChangeLine::from(change))?;
+        }
+        self.metrics.record_changes(changes);
+        Ok(())
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        self.writer.flush(upper)
+    }
+}
+
+#[derive(Serialize)]
+struct DeadLetterLine<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    topic: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a str>,
+    code: &'a str,
+    reason: &'a str,
+    raw: String,
+    /// The exact bytes, when they are not valid UTF-8 and `raw` had to replace some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw_base64: Option<String>,
+}
+
+impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
+    fn from(letter: &'a DeadLetter) -> Self {
+        let (line, topic, partition, offset) = match &letter.origin {
+            Origin::Line(line) => (Some(*line), None, None, None),
+            Origin::Kafka {
+                topic,
+                partition,
+                offset,
+            } => (None, Some(topic.as_str()), Some(*partition), Some(*offset)),
+        };
+        let (raw, raw_base64) = match std::str::from_utf8(&letter.raw) {
+            Ok(text) => (text.to_owned(), None),
+            Err(_) => (
+                String::from_utf8_lossy(&letter.raw).into_owned(),
+                Some(base64::engine::general_purpose::STANDARD.encode(&letter.raw)),
+            ),
+        };
+        DeadLetterLine {
+            line,
+            topic,
+            partition,
+            offset,
+            key: letter.key.as_deref(),
+            code: &letter.code,
+            reason: &letter.reason,
+            raw,
+            raw_base64,
+        }
+    }
+}
+
+/// Writes rejected records as JSONL.
+pub struct JsonlDeadLetterSink {
+    writer: JsonlWriter,
+    metrics: Arc<JobMetrics>,
+}
+
+impl JsonlDeadLetterSink {
+    pub fn new(writer: JsonlWriter, metrics: Arc<JobMetrics>) -> Self {
+        JsonlDeadLetterSink { writer, metrics }
+    }
+}
+
+impl Sink<DeadLetter> for JsonlDeadLetterSink {
+    fn write(&mut self, _time: Time, letters: &[DeadLetter]) -> anyhow::Result<()> {
+        for letter in letters {
+            self.writer.write_line(&DeadLetterLine::from(letter))?;
+        }
+        JobMetrics::add(&self.metrics.dead_letters_written, letters.len() as u64);
+        Ok(())
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        self.writer.flush(upper)
+    }
+}

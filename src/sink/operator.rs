@@ -1,0 +1,136 @@
+//! Runs a [`Sink`] as a dataflow operator.
+//!
+//! ```text
+//!   records at t --> [ buffer by time ] --(frontier passes t)--> sink.write(t, sorted)
+//!                                                                  sink.flush(frontier)
+//!   output: no data; capability held at the acknowledged frontier
+//! ```
+//!
+//! Invariant: the output frontier never passes a time before the sink has acknowledged
+//! every record of it. A worker without a sink acknowledges immediately.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use dataflows::model::Time;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::ParallelizationContract;
+use timely::dataflow::operators::{Capability, Operator};
+use timely::dataflow::Stream;
+use timely::ExchangeData;
+
+use super::Sink;
+
+/// Where a failed sink leaves its error for the worker loop to report.
+pub type ErrorSlot = Rc<RefCell<Option<anyhow::Error>>>;
+
+/// How often an operator with unacknowledged writes looks at its sink again.
+const RETRY_POLL: Duration = Duration::from_millis(5);
+
+/// Extension trait: deliver a stream into a sink.
+pub trait SinkOperator<'scope, R> {
+    fn sink_into<P>(
+        self,
+        pact: P,
+        name: &str,
+        sink: Option<Box<dyn Sink<R>>>,
+        errors: ErrorSlot,
+    ) -> Stream<'scope, Time, Vec<()>>
+    where
+        P: ParallelizationContract<Time, Vec<R>>;
+}
+
+impl<'scope, R> SinkOperator<'scope, R> for Stream<'scope, Time, Vec<R>>
+where
+    R: ExchangeData + Ord,
+{
+    fn sink_into<P>(
+        self,
+        pact: P,
+        name: &str,
+        sink: Option<Box<dyn Sink<R>>>,
+        errors: ErrorSlot,
+    ) -> Stream<'scope, Time, Vec<()>>
+    where
+        P: ParallelizationContract<Time, Vec<R>>,
+    {
+        let scope = self.scope();
+        self.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+            pact,
+            name,
+            move |capability, info| {
+                let activator = scope.activator_for(info.address);
+                let mut held: Option<Capability<Time>> = Some(capability);
+                let mut pending: BTreeMap<Time, Vec<R>> = BTreeMap::new();
+                let mut sink = sink;
+                let mut failed = false;
+                move |(input, frontier), _output| {
+                    input.for_each(|capability, data| {
+                        if let Some(time) = capability.least() {
+                            pending.entry(*time).or_default().append(data);
+                        }
+                    });
+                    if failed {
+                        return;
+                    }
+                    let upper = frontier.frontier().first().copied();
+                    let Some(sink) = sink.as_mut() else {
+                        // Nothing to deliver on this worker: acknowledge as the input advances.
+                        if !pending.is_empty() {
+                            failed = true;
+                            let error =
+                                anyhow::anyhow!("records were routed to a worker that has no sink");
+                            errors.borrow_mut().get_or_insert(error);
+                            return;
+                        }
+                        match (upper, held.as_mut()) {
+                            (Some(upper), Some(capability)) => capability.downgrade(&upper),
+                            (None, _) => held = None,
+                            (Some(_), None) => {}
+                        }
+                        return;
+                    };
+                    let outcome = (|| -> anyhow::Result<Option<Time>> {
+                        while let Some(entry) = pending.first_entry() {
+                            if upper.is_some_and(|upper| *entry.key() >= upper) {
+                                break;
+                            }
+                            let (time, mut records) = entry.remove_entry();
+                            records.sort();
+                            sink.write(time, &records)?;
+                        }
+                        sink.flush(upper)
+                    })();
+                    match outcome {
+                        Ok(acknowledged) => {
+                            match acknowledged {
+                                Some(time) => {
+                                    if let Some(capability) = held.as_mut() {
+                                        if *capability.time() < time {
+                                            capability.downgrade(&time);
+                                        }
+                                    }
+                                }
+                                None => held = None,
+                            }
+                            let behind = match (acknowledged, upper) {
+                                (Some(acked), Some(upper)) => acked < upper,
+                                (Some(_), None) => true,
+                                (None, _) => false,
+                            };
+                            if behind {
+                                activator.activate_after(RETRY_POLL);
+                            }
+                        }
+                        Err(error) => {
+                            failed = true;
+                            errors.borrow_mut().get_or_insert(error);
+                        }
+                    }
+                }
+            },
+        )
+    }
+}

@@ -1,0 +1,230 @@
+//! The file source: a JSONL event log, one envelope per line (SPEC.md).
+//!
+//! Line `n` (0-based; every line counts, rejected ones too) belongs to batch
+//! `n / batch_size`. Every worker scans the whole log but decodes only the lines
+//! `n % peers == worker`, so decoding runs on all workers; the line number is the record's
+//! sequence number, so "last record for a key in a batch wins" holds across workers.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Cursor};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use dataflows::decode::decode_envelope;
+use dataflows::model::Time;
+
+use super::{Source, SourceFactory, SourceRecord, SourceStatus};
+use crate::dead_letter::{DeadLetter, Origin};
+
+/// Where the event log's bytes are.
+#[derive(Clone, Debug)]
+pub enum EventLogInput {
+    Path(PathBuf),
+    /// An event log held in memory (the demo and the benchmarks).
+    Bytes(Arc<Vec<u8>>),
+}
+
+/// Opens an event log for each worker.
+#[derive(Clone, Debug)]
+pub struct EventLogFactory {
+    pub input: EventLogInput,
+    pub batch_size: u64,
+}
+
+impl SourceFactory for EventLogFactory {
+    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>> {
+        let reader: Box<dyn BufRead> = match &self.input {
+            EventLogInput::Path(path) => {
+                let file = File::open(path)
+                    .with_context(|| format!("cannot open the event log {}", path.display()))?;
+                Box::new(BufReader::with_capacity(1 << 20, file))
+            }
+            EventLogInput::Bytes(bytes) => Box::new(Cursor::new(SharedBytes(bytes.clone()))),
+        };
+        Ok(Box::new(EventLogSource {
+            reader,
+            batch_size: self.batch_size.max(1),
+            worker_index: worker_index as u64,
+            peers: peers as u64,
+            next_line: 0,
+            line: Vec::new(),
+            exhausted: false,
+        }))
+    }
+}
+
+/// Lets several workers read one in-memory log.
+struct SharedBytes(Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+pub struct EventLogSource {
+    reader: Box<dyn BufRead>,
+    batch_size: u64,
+    worker_index: u64,
+    peers: u64,
+    next_line: u64,
+    line: Vec<u8>,
+    exhausted: bool,
+}
+
+impl EventLogSource {
+    fn time_of(&self, line: u64) -> Time {
+        line / self.batch_size
+    }
+
+    /// Skips lines owned by other workers without copying them.
+    fn skip_line(&mut self) -> anyhow::Result<bool> {
+        loop {
+            let buffer = self
+                .reader
+                .fill_buf()
+                .context("cannot read the event log")?;
+            if buffer.is_empty() {
+                return Ok(false);
+            }
+            match memchr::memchr(b'\n', buffer) {
+                Some(end) => {
+                    self.reader.consume(end + 1);
+                    return Ok(true);
+                }
+                None => {
+                    let length = buffer.len();
+                    self.reader.consume(length);
+                    // A final line without a newline still counts as a line.
+                    if self
+                        .reader
+                        .fill_buf()
+                        .context("cannot read the event log")?
+                        .is_empty()
+                    {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Source for EventLogSource {
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus> {
+        let mut produced = 0;
+        while produced < budget && !self.exhausted {
+            let line_number = self.next_line;
+            if line_number % self.peers != self.worker_index {
+                if self.skip_line()? {
+                    self.next_line += 1;
+                } else {
+                    self.exhausted = true;
+                }
+                continue;
+            }
+            self.line.clear();
+            let read = self
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .context("cannot read the event log")?;
+            if read == 0 {
+                self.exhausted = true;
+                break;
+            }
+            self.next_line += 1;
+            let mut text: &[u8] = &self.line;
+            if let Some(stripped) = text.strip_suffix(b"\n") {
+                text = stripped.strip_suffix(b"\r").unwrap_or(stripped);
+            }
+            let time = self.time_of(line_number);
+            out.push(match decode_envelope(text) {
+                Ok(record) => SourceRecord::from_record(time, line_number, record),
+                Err(error) => SourceRecord::Rejected(
+                    time,
+                    DeadLetter::new(Origin::Line(line_number), None, &error, text),
+                ),
+            });
+            produced += 1;
+        }
+        Ok(if self.exhausted {
+            SourceStatus::Exhausted
+        } else {
+            SourceStatus::Open
+        })
+    }
+
+    fn frontier(&self) -> Time {
+        self.time_of(self.next_line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(log: &str, batch_size: u64, worker: usize, peers: usize) -> Vec<(Time, u64, bool)> {
+        let factory = EventLogFactory {
+            input: EventLogInput::Bytes(Arc::new(log.as_bytes().to_vec())),
+            batch_size,
+        };
+        let mut source = factory.open(worker, peers).unwrap();
+        let mut out = Vec::new();
+        while source.poll(&mut out, 2).unwrap() == SourceStatus::Open {}
+        out.into_iter()
+            .map(|record| match record {
+                SourceRecord::Product(time, upsert) => (time, upsert.seq, true),
+                SourceRecord::Campaign(time, upsert) => (time, upsert.seq, true),
+                SourceRecord::Rejected(time, letter) => match letter.origin {
+                    Origin::Line(line) => (time, line, false),
+                    Origin::Kafka { .. } => unreachable!(),
+                },
+            })
+            .collect()
+    }
+
+    const GOOD: &str = r#"{"topic": "campaigns", "key": "c", "value": {}}"#;
+
+    #[test]
+    fn every_line_counts_towards_its_batch() {
+        let log = format!("{GOOD}\nnot json\n{GOOD}\r\n\n{GOOD}");
+        assert_eq!(
+            read_all(&log, 2, 0, 1),
+            vec![
+                (0, 0, true),
+                (0, 1, false),
+                (1, 2, true),
+                (1, 3, false),
+                (2, 4, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn workers_share_the_lines() {
+        let log = format!("{GOOD}\n{GOOD}\n{GOOD}\n{GOOD}\n{GOOD}\n");
+        assert_eq!(
+            read_all(&log, 1, 0, 2),
+            vec![(0, 0, true), (2, 2, true), (4, 4, true)]
+        );
+        assert_eq!(read_all(&log, 1, 1, 2), vec![(1, 1, true), (3, 3, true)]);
+        assert_eq!(read_all(&log, 3, 2, 3), vec![(0, 2, true)]);
+    }
+
+    #[test]
+    fn frontier_is_the_batch_of_the_next_line() {
+        let log = format!("{GOOD}\n{GOOD}\n{GOOD}\n");
+        let factory = EventLogFactory {
+            input: EventLogInput::Bytes(Arc::new(log.into_bytes())),
+            batch_size: 2,
+        };
+        let mut source = factory.open(0, 1).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(source.frontier(), 0);
+        source.poll(&mut out, 2).unwrap();
+        assert_eq!(source.frontier(), 1);
+        assert_eq!(source.poll(&mut out, 10).unwrap(), SourceStatus::Exhausted);
+        assert_eq!(source.frontier(), 1, "three lines end in batch 1");
+    }
+}

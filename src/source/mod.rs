@@ -1,0 +1,77 @@
+//! Sources: where changelog records come from, and at which logical time they count.
+//!
+//! A source is opened once per timely worker and owns that worker's share of the input.
+//! The job's worker loop polls it without blocking and feeds what it returns into the
+//! dataflow. A source states its frontier, the least time any later record can carry, so
+//! the loop can tell the dataflow which times are complete.
+
+pub mod event_log;
+
+use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
+use dataflows::operators::Upsert;
+
+use crate::dead_letter::DeadLetter;
+
+/// What a source read: a decoded update or a rejection, at a logical time.
+#[derive(Clone, Debug)]
+pub enum SourceRecord {
+    Product(Time, Upsert<ProductId, Product>),
+    Campaign(Time, Upsert<CampaignId, Campaign>),
+    Rejected(Time, DeadLetter),
+}
+
+impl SourceRecord {
+    pub fn time(&self) -> Time {
+        match self {
+            SourceRecord::Product(time, _)
+            | SourceRecord::Campaign(time, _)
+            | SourceRecord::Rejected(time, _) => *time,
+        }
+    }
+
+    /// Turns a decoded record into an update with the given order and time.
+    pub fn from_record(time: Time, seq: u64, record: dataflows::decode::Record) -> Self {
+        use dataflows::decode::Change;
+        match record.change {
+            Change::Product(value) => SourceRecord::Product(
+                time,
+                Upsert {
+                    key: record.key,
+                    seq,
+                    value,
+                },
+            ),
+            Change::Campaign(value) => SourceRecord::Campaign(
+                time,
+                Upsert {
+                    key: record.key,
+                    seq,
+                    value,
+                },
+            ),
+        }
+    }
+}
+
+/// Whether a source may still produce records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceStatus {
+    /// More records may come; poll again.
+    Open,
+    /// The source has nothing more, ever.
+    Exhausted,
+}
+
+/// One worker's share of the input.
+pub trait Source {
+    /// Appends up to `budget` ready records to `out`, in time order, without blocking long.
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus>;
+
+    /// The least time a record not yet returned can carry.
+    fn frontier(&self) -> Time;
+}
+
+/// Opens each worker's source.
+pub trait SourceFactory: Send + Sync + 'static {
+    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>>;
+}
