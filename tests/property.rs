@@ -1,0 +1,181 @@
+//! The dataflow against a brute-force recomputation, on random event logs.
+//!
+//! For every batch, the changes the job emits must be exactly the difference between the
+//! brute-force pair states before and after that batch: nothing missing, nothing extra,
+//! no upsert repeating current figures, no delete of a missing pair. Run with batch sizes
+//! 1 and random, on 1 and 3 workers.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use dataflows::decode::decode_envelope;
+use dataflows::model::{PairChange, Time};
+use dataflows::reference::{apply_changes, changes_between, PairState, ReferenceState};
+use eligibility::dead_letter::Origin;
+use proptest::prelude::*;
+
+/// A small id space, so that keys collide, categories are shared and campaigns overlap.
+fn product_value() -> impl Strategy<Value = String> {
+    (0..4u64, 0..4u64, 0..3u64, 0..600u64, 0..4u32).prop_map(|(seller, category, brand, cents, stock)| {
+        format!(
+            r#"{{"seller_id": {seller}, "category_id": {category}, "brand_id": {brand}, "price": {}.{:02}, "stock": {stock}}}"#,
+            cents / 100,
+            cents % 100
+        )
+    })
+}
+
+fn id_list(max: u64) -> impl Strategy<Value = Option<Vec<u64>>> {
+    prop::option::weighted(0.5, prop::collection::vec(0..max, 0..3))
+}
+
+fn campaign_value() -> impl Strategy<Value = String> {
+    (
+        id_list(4),
+        id_list(3),
+        id_list(4),
+        id_list(4),
+        prop::option::of(0..600u64),
+        prop::option::of(0..600u64),
+        prop::option::of(0..4u64),
+        prop::option::weighted(0.3, any::<bool>()),
+    )
+        .prop_map(
+            |(categories, brands, sellers, excluded, min, max, min_stock, active)| {
+                let mut fields = Vec::new();
+                let list = |ids: &Vec<u64>| {
+                    format!(
+                        "[{}]",
+                        ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+                    )
+                };
+                if let Some(ids) = categories {
+                    fields.push(format!(r#""category_ids": {}"#, list(&ids)));
+                }
+                if let Some(ids) = brands {
+                    fields.push(format!(r#""brand_ids": {}"#, list(&ids)));
+                }
+                if let Some(ids) = sellers {
+                    fields.push(format!(r#""seller_ids": {}"#, list(&ids)));
+                }
+                if let Some(ids) = excluded {
+                    fields.push(format!(r#""excluded_seller_ids": {}"#, list(&ids)));
+                }
+                if let Some(cents) = min {
+                    fields.push(format!(
+                        r#""min_price": {}.{:02}"#,
+                        cents / 100,
+                        cents % 100
+                    ));
+                }
+                if let Some(cents) = max {
+                    fields.push(format!(r#""max_price": {}"#, cents as f64 / 100.0));
+                }
+                if let Some(stock) = min_stock {
+                    fields.push(format!(r#""min_stock": {stock}"#));
+                }
+                if let Some(active) = active {
+                    fields.push(format!(r#""active": {active}"#));
+                }
+                format!("{{{}}}", fields.join(", "))
+            },
+        )
+}
+
+fn event_line() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => (0..8u32, product_value()).prop_map(|(key, value)| format!(r#"{{"topic": "products", "key": "p{key}", "value": {value}}}"#)),
+        2 => (0..9u32).prop_map(|key| format!(r#"{{"topic": "products", "key": "p{key}", "value": null}}"#)),
+        3 => (0..3u32, campaign_value()).prop_map(|(key, value)| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": {value}}}"#)),
+        1 => (0..4u32).prop_map(|key| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": null}}"#)),
+        // Bad updates to keys that exist: they must leave the previous state in place.
+        1 => (0..8u32).prop_map(|key| format!(r#"{{"topic": "products", "key": "p{key}", "value": {{"seller_id": 1, "price": 2, "stock": -1}}}}"#)),
+        1 => (0..3u32).prop_map(|key| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": {{"min_stock": "x"}}}}"#)),
+        1 => Just("{\"topic\": \"products\", \"key\": ".to_owned()),
+    ]
+}
+
+/// The changes and rejected lines the brute force expects, per batch.
+fn expected(lines: &[String], batch_size: u64) -> (Vec<PairChange>, Vec<u64>) {
+    let mut state = ReferenceState::default();
+    let mut pairs = PairState::new();
+    let mut changes = Vec::new();
+    let mut rejected = Vec::new();
+    let mut batches: BTreeMap<Time, Vec<(u64, &String)>> = BTreeMap::new();
+    for (n, line) in lines.iter().enumerate() {
+        batches
+            .entry(n as u64 / batch_size)
+            .or_default()
+            .push((n as u64, line));
+    }
+    for (time, batch) in batches {
+        // Applying in line order leaves the last valid record of each key in place.
+        for (n, line) in batch {
+            match decode_envelope(line.as_bytes()) {
+                Ok(record) => state.apply(&record.key, &record.change),
+                Err(_) => rejected.push(n),
+            }
+        }
+        let next = state.pairs();
+        changes.extend(changes_between(&pairs, &next, time));
+        pairs = next;
+    }
+    (changes, rejected)
+}
+
+fn check(lines: &[String], batch_size: u64, workers: usize) -> Result<(), TestCaseError> {
+    let mut log = lines.join("\n").into_bytes();
+    log.push(b'\n');
+    let (mut emitted, letters) = support::run_in_memory(log, batch_size, workers);
+    let (expected_changes, expected_rejected) = expected(lines, batch_size);
+
+    // The sink saw times in order, each time's changes sorted by pair.
+    let mut sorted = emitted.clone();
+    sorted.sort_by(|a, b| (a.time, &a.pair).cmp(&(b.time, &b.pair)));
+    prop_assert_eq!(&sorted, &emitted, "changes are not in (time, pair) order");
+
+    let mut state = PairState::new();
+    apply_changes(&mut state, &emitted).map_err(TestCaseError::fail)?;
+
+    emitted.sort();
+    let mut expected_changes = expected_changes;
+    expected_changes.sort();
+    prop_assert_eq!(emitted, expected_changes);
+
+    let rejected: Vec<u64> = letters
+        .iter()
+        .map(|letter| match letter.origin {
+            Origin::Line(line) => line,
+            Origin::Kafka { .. } => u64::MAX,
+        })
+        .collect();
+    prop_assert_eq!(rejected, expected_rejected);
+    for letter in &letters {
+        let Origin::Line(line) = letter.origin else {
+            unreachable!()
+        };
+        prop_assert_eq!(&letter.raw, lines[line as usize].as_bytes());
+        prop_assert!(!letter.reason.is_empty());
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_batch_matches_brute_force_one_event_per_batch(lines in prop::collection::vec(event_line(), 1..60)) {
+        check(&lines, 1, 1)?;
+        check(&lines, 1, 3)?;
+    }
+
+    #[test]
+    fn every_batch_matches_brute_force_random_batches(
+        lines in prop::collection::vec(event_line(), 1..200),
+        batch_size in 1..40u64,
+    ) {
+        check(&lines, batch_size, 1)?;
+        check(&lines, batch_size, 3)?;
+    }
+}

@@ -1,0 +1,122 @@
+//! Shared helpers of the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use dataflows::model::{PairChange, Time};
+use eligibility::dead_letter::DeadLetter;
+use eligibility::sink::Sink;
+
+/// The built `eligibility` binary.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_eligibility"))
+}
+
+/// Runs the binary with `args`, failing the test with its stderr if it fails.
+pub fn run_ok(args: &[&str]) -> Output {
+    let output = Command::new(binary())
+        .args(args)
+        .output()
+        .expect("cannot start the binary");
+    assert!(
+        output.status.success(),
+        "eligibility {args:?} failed: {}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Records a [`MemorySink`] was given, with their times.
+pub type Collected<R> = Arc<Mutex<Vec<(Time, R)>>>;
+
+/// A sink that keeps what it is given, for tests that look at the records themselves.
+pub struct MemorySink<R> {
+    pub records: Collected<R>,
+}
+
+impl<R> MemorySink<R> {
+    pub fn new() -> (Self, Collected<R>) {
+        let records = Arc::new(Mutex::new(Vec::new()));
+        (
+            MemorySink {
+                records: records.clone(),
+            },
+            records,
+        )
+    }
+}
+
+impl<R: Clone + Send> Sink<R> for MemorySink<R> {
+    fn write(&mut self, time: Time, records: &[R]) -> anyhow::Result<()> {
+        let mut held = self.records.lock().unwrap();
+        held.extend(records.iter().cloned().map(|record| (time, record)));
+        Ok(())
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        Ok(upper)
+    }
+}
+
+/// Runs the job in this process on an in-memory event log and returns what it wrote.
+pub fn run_in_memory(
+    log: Vec<u8>,
+    batch_size: u64,
+    workers: usize,
+) -> (Vec<PairChange>, Vec<DeadLetter>) {
+    use eligibility::cluster::ClusterOptions;
+    use eligibility::job::{self, Job};
+    use eligibility::metrics::JobMetrics;
+    use eligibility::sink::file_outputs::FirstWorkerSinks;
+    use eligibility::source::event_log::{EventLogFactory, EventLogInput};
+
+    let (changes_sink, changes) = MemorySink::<PairChange>::new();
+    let (letters_sink, letters) = MemorySink::<DeadLetter>::new();
+    let job = Job {
+        cluster: ClusterOptions {
+            workers,
+            ..ClusterOptions::default()
+        },
+        source: Arc::new(EventLogFactory {
+            input: EventLogInput::Bytes(Arc::new(log)),
+            batch_size,
+        }),
+        sinks: Arc::new(FirstWorkerSinks::new(
+            Some(Box::new(changes_sink)),
+            Some(Box::new(letters_sink)),
+        )),
+        metrics: Arc::new(JobMetrics::default()),
+        max_inflight_times: 4,
+        progress_every: None,
+    };
+    job::run(job).expect("the job failed");
+    let changes = changes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, change)| change.clone())
+        .collect();
+    let letters = letters
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, letter)| letter.clone())
+        .collect();
+    (changes, letters)
+}
