@@ -25,7 +25,9 @@ fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
         let (mut products, mut campaigns) = worker.dataflow::<u64, _, _>(|scope| {
             let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
-            render_eligibility(products, campaigns).pair_changes(|_| 0).capture_into(send);
+            render_eligibility(products, campaigns)
+                .pair_changes(|_| 0)
+                .capture_into(send);
             (products_in, campaigns_in)
         });
         // Worker 0 feeds everything; the others only advance time.
@@ -36,35 +38,68 @@ fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
                 for (seq, event) in batch.iter().enumerate() {
                     let seq = seq as u64;
                     match event.clone() {
-                        Event::Product(key, value) => products.send(Upsert { key: key.into(), seq, value }),
-                        Event::Campaign(key, value) => campaigns.send(Upsert { key: key.into(), seq, value }),
+                        Event::Product(key, value) => products.send(Upsert {
+                            key: key.into(),
+                            seq,
+                            value,
+                        }),
+                        Event::Campaign(key, value) => campaigns.send(Upsert {
+                            key: key.into(),
+                            seq,
+                            value,
+                        }),
                     }
                 }
             }
         }
     })
     .unwrap();
-    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
+    let mut changes: Vec<PairChange> = recv
+        .extract()
+        .into_iter()
+        .flat_map(|(_time, data)| data)
+        .collect();
     changes.sort();
     changes
 }
 
 fn product(seller_id: u64, category_id: u64, price_minor: u64, stock: u32) -> Product {
-    Product { seller_id, category_id, brand_id: 7, price_minor, stock }
+    Product {
+        seller_id,
+        category_id,
+        brand_id: 7,
+        price_minor,
+        stock,
+    }
 }
 
 fn campaign_in(categories: &[u64]) -> Campaign {
-    Campaign { category_ids: IdSet::new(categories.to_vec()), ..Campaign::unrestricted() }
+    Campaign {
+        category_ids: IdSet::new(categories.to_vec()),
+        ..Campaign::unrestricted()
+    }
 }
 
 fn figures(eligible_products: u64, eligible_stock: u64) -> Option<PairFigures> {
-    Some(PairFigures { eligible_products, eligible_stock })
+    Some(PairFigures {
+        eligible_products,
+        eligible_stock,
+    })
 }
 
-fn change(time: u64, campaign: &str, seller_id: u64, new: Option<PairFigures>, previous: Option<PairFigures>) -> PairChange {
+fn change(
+    time: u64,
+    campaign: &str,
+    seller_id: u64,
+    new: Option<PairFigures>,
+    previous: Option<PairFigures>,
+) -> PairChange {
     PairChange {
         time,
-        pair: PairKey { campaign_id: campaign.into(), seller_id },
+        pair: PairKey {
+            campaign_id: campaign.into(),
+            seller_id,
+        },
         figures: new,
         previous,
     }
@@ -88,7 +123,10 @@ fn counts_and_stock_follow_product_changes() {
                     Event::Product("p-3", Some(product(43, 10, 100, 1))),
                 ],
                 // A re-sent identical state and an unknown tombstone change nothing.
-                vec![Event::Product("p-1", Some(product(42, 10, 100, 5))), Event::Product("p-9", None)],
+                vec![
+                    Event::Product("p-1", Some(product(42, 10, 100, 5))),
+                    Event::Product("p-9", None),
+                ],
                 // Seller 42's last eligible product goes away.
                 vec![Event::Product("p-1", None)],
             ],
@@ -135,12 +173,27 @@ fn campaign_edits_deactivation_and_tombstones() {
             // c-1 widens to category 11 but caps the price: p-2 is too expensive.
             vec![Event::Campaign(
                 "c-1",
-                Some(Campaign { max_price_minor: Some(1000), ..campaign_in(&[10, 11]) }),
+                Some(Campaign {
+                    max_price_minor: Some(1000),
+                    ..campaign_in(&[10, 11])
+                }),
             )],
-            vec![Event::Campaign("c-1", Some(Campaign { active: false, ..campaign_in(&[10]) }))],
+            vec![Event::Campaign(
+                "c-1",
+                Some(Campaign {
+                    active: false,
+                    ..campaign_in(&[10])
+                }),
+            )],
             vec![Event::Campaign("c-2", None)],
             // Reordered lists are the same campaign: nothing changes.
-            vec![Event::Campaign("c-1", Some(Campaign { active: false, ..campaign_in(&[10]) }))],
+            vec![Event::Campaign(
+                "c-1",
+                Some(Campaign {
+                    active: false,
+                    ..campaign_in(&[10])
+                }),
+            )],
         ],
     );
     assert_eq!(
@@ -160,7 +213,13 @@ fn unrestricted_campaigns_meet_every_category_in_use() {
         2,
         vec![
             vec![
-                Event::Campaign("all", Some(Campaign { excluded_seller_ids: IdSet::new(vec![44]), ..Campaign::unrestricted() })),
+                Event::Campaign(
+                    "all",
+                    Some(Campaign {
+                        excluded_seller_ids: IdSet::new(vec![44]),
+                        ..Campaign::unrestricted()
+                    }),
+                ),
                 Event::Product("p-1", Some(product(42, 10, 100, 5))),
                 Event::Product("p-2", Some(product(42, 11, 100, 1))),
                 Event::Product("p-3", Some(product(44, 10, 100, 1))),
@@ -168,7 +227,11 @@ fn unrestricted_campaigns_meet_every_category_in_use() {
             // A category that appears later is met too.
             vec![Event::Product("p-4", Some(product(42, 12, 100, 4)))],
             // A category that disappears takes its products' pairs with it.
-            vec![Event::Product("p-1", None), Event::Product("p-2", None), Event::Product("p-4", None)],
+            vec![
+                Event::Product("p-1", None),
+                Event::Product("p-2", None),
+                Event::Product("p-4", None),
+            ],
         ],
     );
     assert_eq!(
@@ -186,15 +249,38 @@ fn brand_and_seller_keyed_campaigns_check_their_residuals() {
     let changes = run(
         2,
         vec![vec![
-            Event::Product("p-1", Some(Product { brand_id: 8, ..product(42, 10, 100, 5) })),
+            Event::Product(
+                "p-1",
+                Some(Product {
+                    brand_id: 8,
+                    ..product(42, 10, 100, 5)
+                }),
+            ),
             Event::Product("p-2", Some(product(42, 10, 100, 5))),
             Event::Product("p-3", Some(product(43, 10, 100, 0))),
-            Event::Campaign("brand", Some(Campaign { brand_ids: IdSet::new(vec![7]), seller_ids: IdSet::new(vec![42]), ..Campaign::unrestricted() })),
-            Event::Campaign("seller", Some(Campaign { seller_ids: IdSet::new(vec![42, 43]), min_stock: 1, ..Campaign::unrestricted() })),
+            Event::Campaign(
+                "brand",
+                Some(Campaign {
+                    brand_ids: IdSet::new(vec![7]),
+                    seller_ids: IdSet::new(vec![42]),
+                    ..Campaign::unrestricted()
+                }),
+            ),
+            Event::Campaign(
+                "seller",
+                Some(Campaign {
+                    seller_ids: IdSet::new(vec![42, 43]),
+                    min_stock: 1,
+                    ..Campaign::unrestricted()
+                }),
+            ),
         ]],
     );
     assert_eq!(
         changes,
-        vec![change(0, "brand", 42, figures(1, 5), None), change(0, "seller", 42, figures(2, 10), None)]
+        vec![
+            change(0, "brand", 42, figures(1, 5), None),
+            change(0, "seller", 42, figures(2, 10), None)
+        ]
     );
 }

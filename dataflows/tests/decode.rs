@@ -15,7 +15,8 @@ fn campaign_line(value: &str) -> String {
     format!(r#"{{"topic": "campaigns", "key": "c-1", "value": {value}}}"#)
 }
 
-const PRODUCT: &str = r#"{"seller_id": 42, "category_id": 1001, "brand_id": 7, "price": 129.90, "stock": 15}"#;
+const PRODUCT: &str =
+    r#"{"seller_id": 42, "category_id": 1001, "brand_id": 7, "price": 129.90, "stock": 15}"#;
 
 #[test]
 fn a_product_decodes_with_its_price_in_minor_units() {
@@ -37,26 +38,39 @@ fn a_product_decodes_with_its_price_in_minor_units() {
 fn unknown_fields_and_whitespace_are_ignored() {
     let value = r#"{ "seller_id" : 42 , "category_id": 1001, "brand_id": 7, "price": 5, "stock": 0,
                     "title": "kettle", "tags": [1, {"x": null}] }"#;
-    let line = format!(r#"{{"key": "p-1", "extra": true, "value": {value}, "topic": "products"}}"#).replace('\n', " ");
-    let Change::Product(Some(product)) = decode(&line).unwrap().change else { panic!() };
+    let line = format!(r#"{{"key": "p-1", "extra": true, "value": {value}, "topic": "products"}}"#)
+        .replace('\n', " ");
+    let Change::Product(Some(product)) = decode(&line).unwrap().change else {
+        panic!()
+    };
     assert_eq!(product.price_minor, 500);
     assert_eq!(product.stock, 0);
 }
 
 #[test]
 fn a_null_value_is_a_tombstone() {
-    assert_eq!(decode(&product_line("null")).unwrap().change, Change::Product(None));
-    assert_eq!(decode(&campaign_line("null")).unwrap().change, Change::Campaign(None));
+    assert_eq!(
+        decode(&product_line("null")).unwrap().change,
+        Change::Product(None)
+    );
+    assert_eq!(
+        decode(&campaign_line("null")).unwrap().change,
+        Change::Campaign(None)
+    );
 }
 
 #[test]
 fn campaign_fields_default_when_absent_or_null() {
-    let Change::Campaign(Some(campaign)) = decode(&campaign_line("{}")).unwrap().change else { panic!() };
+    let Change::Campaign(Some(campaign)) = decode(&campaign_line("{}")).unwrap().change else {
+        panic!()
+    };
     assert_eq!(campaign, Campaign::unrestricted());
     let all_null = r#"{"category_ids": null, "brand_ids": null, "seller_ids": null, "excluded_seller_ids": null,
         "min_price": null, "max_price": null, "min_stock": null, "active": null}"#
         .replace('\n', " ");
-    let Change::Campaign(Some(campaign)) = decode(&campaign_line(&all_null)).unwrap().change else { panic!() };
+    let Change::Campaign(Some(campaign)) = decode(&campaign_line(&all_null)).unwrap().change else {
+        panic!()
+    };
     assert_eq!(campaign, Campaign::unrestricted());
 }
 
@@ -65,7 +79,9 @@ fn a_full_campaign_decodes_with_sorted_lists() {
     let value = r#"{"category_ids": [1001, 5, 5], "brand_ids": [7], "seller_ids": [], "excluded_seller_ids": [9, 3],
         "min_price": 10.5, "max_price": 200, "min_stock": 2, "active": false}"#
         .replace('\n', " ");
-    let Change::Campaign(Some(campaign)) = decode(&campaign_line(&value)).unwrap().change else { panic!() };
+    let Change::Campaign(Some(campaign)) = decode(&campaign_line(&value)).unwrap().change else {
+        panic!()
+    };
     assert_eq!(
         campaign,
         Campaign {
@@ -87,36 +103,76 @@ fn rejected(line: &str) -> DecodeError {
 
 #[test]
 fn envelope_rejections_name_what_is_wrong() {
-    assert_eq!(decode_envelope(b"\xff\xfe").unwrap_err(), DecodeError::NotUtf8);
+    assert_eq!(
+        decode_envelope(b"\xff\xfe").unwrap_err(),
+        DecodeError::NotUtf8
+    );
     assert!(matches!(rejected("{not json"), DecodeError::InvalidJson(_)));
     assert!(matches!(rejected(""), DecodeError::InvalidJson(_)));
-    assert!(matches!(rejected(r#"{"topic": "products", "key": "p", "value": {}} trailing"#), DecodeError::InvalidJson(_)));
-    assert_eq!(rejected("[1, 2]"), DecodeError::NotAnObject { what: "record", found: JsonKind::Array });
-    assert_eq!(rejected(r#"{"key": "p-1", "value": null}"#), DecodeError::MissingTopic);
-    assert_eq!(rejected(r#"{"topic": 3, "key": "p-1", "value": null}"#), DecodeError::TopicNotString(JsonKind::Number));
+    assert!(matches!(
+        rejected(r#"{"topic": "products", "key": "p", "value": {}} trailing"#),
+        DecodeError::InvalidJson(_)
+    ));
+    assert_eq!(
+        rejected("[1, 2]"),
+        DecodeError::NotAnObject {
+            what: "record",
+            found: JsonKind::Array
+        }
+    );
+    assert_eq!(
+        rejected(r#"{"key": "p-1", "value": null}"#),
+        DecodeError::MissingTopic
+    );
+    assert_eq!(
+        rejected(r#"{"topic": 3, "key": "p-1", "value": null}"#),
+        DecodeError::TopicNotString(JsonKind::Number)
+    );
     assert_eq!(
         rejected(r#"{"topic": "orders", "key": "p-1", "value": null}"#),
         DecodeError::UnknownTopic("orders".into())
     );
-    assert_eq!(rejected(r#"{"topic": "products", "value": null}"#), DecodeError::MissingKey);
-    assert_eq!(rejected(r#"{"topic": "products", "key": null, "value": null}"#), DecodeError::MissingKey);
-    assert_eq!(rejected(r#"{"topic": "products", "key": 17, "value": null}"#), DecodeError::KeyNotString(JsonKind::Number));
-    assert_eq!(rejected(r#"{"topic": "products", "key": "", "value": null}"#), DecodeError::EmptyKey);
-    assert_eq!(rejected(r#"{"topic": "products", "key": "p-1"}"#), DecodeError::MissingValue);
+    assert_eq!(
+        rejected(r#"{"topic": "products", "value": null}"#),
+        DecodeError::MissingKey
+    );
+    assert_eq!(
+        rejected(r#"{"topic": "products", "key": null, "value": null}"#),
+        DecodeError::MissingKey
+    );
+    assert_eq!(
+        rejected(r#"{"topic": "products", "key": 17, "value": null}"#),
+        DecodeError::KeyNotString(JsonKind::Number)
+    );
+    assert_eq!(
+        rejected(r#"{"topic": "products", "key": "", "value": null}"#),
+        DecodeError::EmptyKey
+    );
+    assert_eq!(
+        rejected(r#"{"topic": "products", "key": "p-1"}"#),
+        DecodeError::MissingValue
+    );
     assert_eq!(
         rejected(&product_line("[1]")),
-        DecodeError::NotAnObject { what: "product value", found: JsonKind::Array }
+        DecodeError::NotAnObject {
+            what: "product value",
+            found: JsonKind::Array
+        }
     );
     assert_eq!(
         rejected(&campaign_line(r#""on""#)),
-        DecodeError::NotAnObject { what: "campaign value", found: JsonKind::String }
+        DecodeError::NotAnObject {
+            what: "campaign value",
+            found: JsonKind::String
+        }
     );
 }
 
 #[test]
 fn product_rejections_name_the_field() {
     for field in ["seller_id", "category_id", "brand_id", "price", "stock"] {
-        let mut value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(PRODUCT).unwrap();
+        let mut value: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(PRODUCT).unwrap();
         value.remove(field);
         let line = product_line(&serde_json::Value::Object(value).to_string());
         assert_eq!(rejected(&line), DecodeError::MissingField(field), "{line}");
@@ -124,47 +180,87 @@ fn product_rejections_name_the_field() {
     let cases: Vec<(&str, DecodeError)> = vec![
         (
             r#"{"seller_id": "42", "category_id": 1, "brand_id": 7, "price": 1, "stock": 1}"#,
-            DecodeError::WrongType { field: "seller_id".into(), expected: "a non-negative integer", found: JsonKind::String },
+            DecodeError::WrongType {
+                field: "seller_id".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::String,
+            },
         ),
         (
             r#"{"seller_id": null, "category_id": 1, "brand_id": 7, "price": 1, "stock": 1}"#,
-            DecodeError::WrongType { field: "seller_id".into(), expected: "a non-negative integer", found: JsonKind::Null },
+            DecodeError::WrongType {
+                field: "seller_id".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::Null,
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": -1, "brand_id": 7, "price": 1, "stock": 1}"#,
-            DecodeError::Negative { field: "category_id".into(), text: "-1".into() },
+            DecodeError::Negative {
+                field: "category_id".into(),
+                text: "-1".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7.5, "price": 1, "stock": 1}"#,
-            DecodeError::NotInteger { field: "brand_id".into(), text: "7.5".into() },
+            DecodeError::NotInteger {
+                field: "brand_id".into(),
+                text: "7.5".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": "129.90", "stock": 1}"#,
-            DecodeError::WrongType { field: "price".into(), expected: "a non-negative number", found: JsonKind::String },
+            DecodeError::WrongType {
+                field: "price".into(),
+                expected: "a non-negative number",
+                found: JsonKind::String,
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": -0.01, "stock": 1}"#,
-            DecodeError::Negative { field: "price".into(), text: "-0.01".into() },
+            DecodeError::Negative {
+                field: "price".into(),
+                text: "-0.01".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1e300, "stock": 1}"#,
-            DecodeError::OutOfRange { field: "price".into(), max: u64::MAX, text: "1e300".into() },
+            DecodeError::OutOfRange {
+                field: "price".into(),
+                max: u64::MAX,
+                text: "1e300".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": -2}"#,
-            DecodeError::Negative { field: "stock".into(), text: "-2".into() },
+            DecodeError::Negative {
+                field: "stock".into(),
+                text: "-2".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": 4294967296}"#,
-            DecodeError::OutOfRange { field: "stock".into(), max: u32::MAX as u64, text: "4294967296".into() },
+            DecodeError::OutOfRange {
+                field: "stock".into(),
+                max: u32::MAX as u64,
+                text: "4294967296".into(),
+            },
         ),
         (
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": true}"#,
-            DecodeError::WrongType { field: "stock".into(), expected: "a non-negative integer", found: JsonKind::Bool },
+            DecodeError::WrongType {
+                field: "stock".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::Bool,
+            },
         ),
         (
             r#"{"seller_id": 18446744073709551616, "category_id": 1, "brand_id": 7, "price": 1, "stock": 1}"#,
-            DecodeError::OutOfRange { field: "seller_id".into(), max: u64::MAX, text: "18446744073709551616".into() },
+            DecodeError::OutOfRange {
+                field: "seller_id".into(),
+                max: u64::MAX,
+                text: "18446744073709551616".into(),
+            },
         ),
     ];
     for (value, expected) in cases {
@@ -189,29 +285,63 @@ fn campaign_rejections_name_the_field() {
         ),
         (
             r#"{"brand_ids": [1, "2"]}"#,
-            DecodeError::WrongType { field: "brand_ids[1]".into(), expected: "a non-negative integer", found: JsonKind::String },
+            DecodeError::WrongType {
+                field: "brand_ids[1]".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::String,
+            },
         ),
         (
             r#"{"seller_ids": [1, 2, -3]}"#,
-            DecodeError::Negative { field: "seller_ids[2]".into(), text: "-3".into() },
+            DecodeError::Negative {
+                field: "seller_ids[2]".into(),
+                text: "-3".into(),
+            },
         ),
         (
             r#"{"excluded_seller_ids": [0.5]}"#,
-            DecodeError::NotInteger { field: "excluded_seller_ids[0]".into(), text: "0.5".into() },
+            DecodeError::NotInteger {
+                field: "excluded_seller_ids[0]".into(),
+                text: "0.5".into(),
+            },
         ),
         (
             r#"{"min_price": "10"}"#,
-            DecodeError::WrongType { field: "min_price".into(), expected: "a non-negative number", found: JsonKind::String },
+            DecodeError::WrongType {
+                field: "min_price".into(),
+                expected: "a non-negative number",
+                found: JsonKind::String,
+            },
         ),
-        (r#"{"max_price": -1}"#, DecodeError::Negative { field: "max_price".into(), text: "-1".into() }),
-        (r#"{"min_stock": 1.5}"#, DecodeError::NotInteger { field: "min_stock".into(), text: "1.5".into() }),
+        (
+            r#"{"max_price": -1}"#,
+            DecodeError::Negative {
+                field: "max_price".into(),
+                text: "-1".into(),
+            },
+        ),
+        (
+            r#"{"min_stock": 1.5}"#,
+            DecodeError::NotInteger {
+                field: "min_stock".into(),
+                text: "1.5".into(),
+            },
+        ),
         (
             r#"{"active": "yes"}"#,
-            DecodeError::WrongType { field: "active".into(), expected: "a boolean", found: JsonKind::String },
+            DecodeError::WrongType {
+                field: "active".into(),
+                expected: "a boolean",
+                found: JsonKind::String,
+            },
         ),
         (
             r#"{"active": 1}"#,
-            DecodeError::WrongType { field: "active".into(), expected: "a boolean", found: JsonKind::Number },
+            DecodeError::WrongType {
+                field: "active".into(),
+                expected: "a boolean",
+                found: JsonKind::Number,
+            },
         ),
     ];
     for (value, expected) in cases {
@@ -221,11 +351,19 @@ fn campaign_rejections_name_the_field() {
 
 #[test]
 fn every_rejection_has_a_readable_reason_and_a_code() {
-    let error = rejected(&product_line(r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": -2}"#));
-    assert_eq!(error.to_string(), "field `stock` must not be negative, found -2");
+    let error = rejected(&product_line(
+        r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": -2}"#,
+    ));
+    assert_eq!(
+        error.to_string(),
+        "field `stock` must not be negative, found -2"
+    );
     assert_eq!(error.code(), "negative");
     assert_eq!(
-        rejected(&product_line(r#"{"category_id": 1, "brand_id": 7, "price": 1, "stock": 2}"#)).to_string(),
+        rejected(&product_line(
+            r#"{"category_id": 1, "brand_id": 7, "price": 1, "stock": 2}"#
+        ))
+        .to_string(),
         "missing required field `seller_id`"
     );
 }
@@ -237,8 +375,20 @@ fn kafka_messages_decode_from_raw_bytes() {
     assert!(matches!(record.change, Change::Product(Some(_))));
     let tombstone = decode_message(Topic::Campaigns, Some(b"c-1"), None).unwrap();
     assert_eq!(tombstone.change, Change::Campaign(None));
-    assert_eq!(decode_message(Topic::Products, None, None).unwrap_err(), DecodeError::MissingKey);
-    assert_eq!(decode_message(Topic::Products, Some(b""), None).unwrap_err(), DecodeError::EmptyKey);
-    assert_eq!(decode_message(Topic::Products, Some(b"\xff"), None).unwrap_err(), DecodeError::NotUtf8);
-    assert_eq!(decode_message(Topic::Products, Some(b"p"), Some(b"\xff")).unwrap_err(), DecodeError::NotUtf8);
+    assert_eq!(
+        decode_message(Topic::Products, None, None).unwrap_err(),
+        DecodeError::MissingKey
+    );
+    assert_eq!(
+        decode_message(Topic::Products, Some(b""), None).unwrap_err(),
+        DecodeError::EmptyKey
+    );
+    assert_eq!(
+        decode_message(Topic::Products, Some(b"\xff"), None).unwrap_err(),
+        DecodeError::NotUtf8
+    );
+    assert_eq!(
+        decode_message(Topic::Products, Some(b"p"), Some(b"\xff")).unwrap_err(),
+        DecodeError::NotUtf8
+    );
 }

@@ -127,17 +127,17 @@ fn print_seller(seller: SellerId, campaigns: &[(String, PairFigures)]) {
             .then(a.0.cmp(&b.0))
     });
     println!(
-        "\nSeller {seller}: eligible for {} campaigns",
+        "\nSeller {seller} can join {} campaigns. The first five:",
         campaigns.len()
     );
     println!(
-        "  {:<34} | {:<34}",
-        "by eligible products", "by eligible stock"
+        "  {:<37}   {:<37}",
+        "sorted by eligible products", "sorted by eligible stock"
     );
     for row in 0..5.min(campaigns.len()) {
         let (a, b) = (&by_products[row], &by_stock[row]);
         println!(
-            "  {:<8} {:>9} products {:>7} stock | {:<8} {:>9} stock {:>7} products",
+            "  {:<8} {:>8} products {:>9} stock   {:<8} {:>9} stock {:>8} products",
             a.0,
             a.1.eligible_products,
             a.1.eligible_stock,

@@ -48,10 +48,15 @@ where
             let mut pending: BTreeMap<Time, (Capability<Time>, Latest<K, V>)> = BTreeMap::new();
             move |(input, frontier), output| {
                 input.for_each(|capability, data| {
-                    let Some(time) = capability.least().copied() else { return };
-                    let (_, latest) = pending
-                        .entry(time)
-                        .or_insert_with(|| (capability.retain_least(0).expect("stamp has a least time"), HashMap::new()));
+                    let Some(time) = capability.least().copied() else {
+                        return;
+                    };
+                    let (_, latest) = pending.entry(time).or_insert_with(|| {
+                        (
+                            capability.retain_least(0).expect("stamp has a least time"),
+                            HashMap::new(),
+                        )
+                    });
                     for update in data.drain(..) {
                         match latest.entry(update.key) {
                             Entry::Occupied(mut held) => {

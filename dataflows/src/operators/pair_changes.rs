@@ -36,36 +36,42 @@ impl<'scope> PairChanges<'scope> for VecCollection<'scope, Time, (PairKey, PairT
     {
         type Update = ((PairKey, PairTotals), Time, isize);
         let exchange = Exchange::new(move |update: &Update| route(&(update.0).0));
-        self.inner.unary_frontier(exchange, "PairChanges", |_capability, _info| {
-            let mut pending: BTreeMap<Time, (Capability<Time>, Vec<Update>)> = BTreeMap::new();
-            move |(input, frontier), output| {
-                input.for_each(|capability, data| {
-                    for update in data.drain(..) {
-                        let time = update.1;
-                        pending
-                            .entry(time)
-                            .or_insert_with(|| (capability.delayed(&time, 0), Vec::new()))
-                            .1
-                            .push(update);
-                    }
-                });
-                while let Some(entry) = pending.first_entry() {
-                    if frontier.less_equal(entry.key()) {
-                        break;
-                    }
-                    let (time, (capability, updates)) = entry.remove_entry();
-                    let changes = changes_at(time, updates);
-                    if !changes.is_empty() {
-                        output.session(&capability).give_iterator(changes.into_iter());
+        self.inner
+            .unary_frontier(exchange, "PairChanges", |_capability, _info| {
+                let mut pending: BTreeMap<Time, (Capability<Time>, Vec<Update>)> = BTreeMap::new();
+                move |(input, frontier), output| {
+                    input.for_each(|capability, data| {
+                        for update in data.drain(..) {
+                            let time = update.1;
+                            pending
+                                .entry(time)
+                                .or_insert_with(|| (capability.delayed(&time, 0), Vec::new()))
+                                .1
+                                .push(update);
+                        }
+                    });
+                    while let Some(entry) = pending.first_entry() {
+                        if frontier.less_equal(entry.key()) {
+                            break;
+                        }
+                        let (time, (capability, updates)) = entry.remove_entry();
+                        let changes = changes_at(time, updates);
+                        if !changes.is_empty() {
+                            output
+                                .session(&capability)
+                                .give_iterator(changes.into_iter());
+                        }
                     }
                 }
-            }
-        })
+            })
     }
 }
 
 /// Forms the changes of one time from its retractions and insertions.
-fn changes_at(time: Time, mut updates: Vec<((PairKey, PairTotals), Time, isize)>) -> Vec<PairChange> {
+fn changes_at(
+    time: Time,
+    mut updates: Vec<((PairKey, PairTotals), Time, isize)>,
+) -> Vec<PairChange> {
     differential_dataflow::consolidation::consolidate_updates(&mut updates);
     // Sorted by pair, then totals: each pair's retraction and insertion are adjacent.
     let mut changes: Vec<PairChange> = Vec::new();
