@@ -30,32 +30,46 @@ pub enum Command {
     Generate(GenerateArgs),
     /// Generate a marketplace in memory, run the job on it and show what sellers would see.
     Demo(DemoArgs),
+    /// Load an event log (JSONL) into the Kafka topics, creating them compacted if missing.
+    Produce(ProduceArgs),
 }
 
-/// Cluster layout, shared by every command that starts timely workers.
-#[derive(Args, Debug, Clone)]
+/// Cluster layout, shared by every command that starts timely workers. Each option
+/// overrides the config file's `[cluster]`.
+#[derive(Args, Debug, Clone, Default)]
 pub struct ClusterArgs {
-    /// Worker threads per process.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// Number of processes in the cluster.
-    #[arg(long, default_value_t = 1)]
-    pub processes: usize,
-    /// Index of this process, 0-based.
-    #[arg(long, default_value_t = 0)]
-    pub process: usize,
+    /// Worker threads per process [default: 1].
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Number of processes in the cluster [default: 1].
+    #[arg(long)]
+    pub processes: Option<usize>,
+    /// Index of this process, 0-based [default: 0].
+    #[arg(long, env = "ELIGIBILITY_PROCESS")]
+    pub process: Option<usize>,
     /// File of host:port lines, one per process, in process order.
     #[arg(long)]
     pub hostfile: Option<PathBuf>,
 }
 
-impl From<&ClusterArgs> for ClusterOptions {
-    fn from(args: &ClusterArgs) -> Self {
+impl ClusterArgs {
+    /// The layout: these options over the config file's, over the defaults.
+    pub fn resolve(&self, config: Option<&crate::config::ClusterConfig>) -> ClusterOptions {
+        let defaults = ClusterOptions::default();
         ClusterOptions {
-            workers: args.workers,
-            processes: args.processes,
-            process: args.process,
-            hostfile: args.hostfile.clone(),
+            workers: self
+                .workers
+                .or(config.map(|c| c.workers))
+                .unwrap_or(defaults.workers),
+            processes: self
+                .processes
+                .or(config.map(|c| c.processes))
+                .unwrap_or(defaults.processes),
+            process: self.process.unwrap_or(defaults.process),
+            hostfile: self
+                .hostfile
+                .clone()
+                .or(config.and_then(|c| c.hostfile.clone())),
         }
     }
 }
@@ -74,9 +88,16 @@ pub struct RunArgs {
     /// Lines per logical time: line n belongs to batch n / batch-size.
     #[arg(long, default_value_t = 1000)]
     pub batch_size: u64,
-    /// Job configuration (TOML) for the Kafka and search sinks.
-    #[arg(long)]
+    /// Job configuration (TOML): Kafka source, sinks, batching; used without --input.
+    #[arg(long, conflicts_with = "input")]
     pub config: Option<PathBuf>,
+    /// With --config: where to start (committed, earliest, offsets:topic/partition=offset,…,
+    /// timestamp:<ms|RFC 3339>); see docs/kafka.md.
+    #[arg(long, default_value = "committed")]
+    pub from: String,
+    /// With --config: stop once every partition has been read to its end.
+    #[arg(long)]
+    pub stop_at_end: bool,
     /// How many batches the input may run ahead of the acknowledged output.
     #[arg(long, default_value_t = 64)]
     pub max_inflight_batches: u64,
@@ -161,6 +182,25 @@ pub struct DemoArgs {
     pub show_sellers: usize,
 }
 
+#[derive(Args, Debug)]
+pub struct ProduceArgs {
+    /// The event log to load (SPEC.md's JSONL envelope per line).
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Take brokers, topic names and client settings from this job config.
+    #[arg(long, conflicts_with = "brokers")]
+    pub config: Option<PathBuf>,
+    /// Bootstrap servers, when no --config is given.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Partitions of each topic it creates.
+    #[arg(long, default_value_t = 3)]
+    pub partitions: i32,
+    /// Replication factor of each topic it creates.
+    #[arg(long, default_value_t = 1)]
+    pub replication_factor: i32,
+}
+
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
@@ -178,6 +218,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Demo(args) => commands::demo::run(args),
+        Command::Produce(args) => commands::produce::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

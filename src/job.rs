@@ -1,41 +1,51 @@
 //! The job: one dataflow per timely worker, fed from a source, drained into sinks.
 //!
 //! ```text
-//!  Source::poll --> inputs (products, campaigns, rejected) at their logical times
-//!                     |                                   |
-//!              render_eligibility                         |
-//!                     |                                   |
-//!               pair_changes(route)                Exchange(to worker 0)
-//!                     |                                   |
-//!              SinkOperator(changes)           SinkOperator(dead letters)
-//!                     +------------- probe ---------------+
+//!  Source::poll --> inputs: products, campaigns, rejected, checkpoints (and held pairs)
+//!                     |                             |               |
+//!              render_eligibility                   |               |
+//!          (reconcile_with_held, on resume)         |               |
+//!               pair_changes(route)          Exchange(worker 0)     |
+//!                     |                             |               |
+//!              SinkOperator(changes)      SinkOperator(dead letters)|
+//!                     +------------+----------------+               |
+//!                                  +-- acknowledged frontier --> ProgressCommit (worker 0)
+//!                                  +-- probe (every worker)
 //! ```
 //!
-//! The probe sees the acknowledged frontier of both sinks on every worker. The loop keeps
-//! the inputs at most `max_inflight_times` ahead of it, so a slow sink slows the source
+//! The probe sees the acknowledged frontier of both sinks on every worker. A source says
+//! how far it may run ahead of it (`backpressure_floor`), so a slow sink slows the source
 //! instead of filling memory. A worker never blocks on its source: it polls, steps the
 //! dataflow, and parks briefly only when nothing is ready.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use dataflows::model::{Campaign, CampaignId, PairChange, PairKey, Product, ProductId, Time};
-use dataflows::operators::{PairChanges, Upsert};
+use dataflows::model::{
+    Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time,
+};
+use dataflows::operators::pair_changes::PairTotals;
+use dataflows::operators::{PairChanges, ReconcileWithHeld, Upsert};
 use dataflows::render_eligibility;
+use differential_dataflow::input::{Input as _, InputSession};
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::operators::vec::Filter;
+use timely::dataflow::operators::{Concat, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
 use crate::cluster::ClusterOptions;
 use crate::dead_letter::DeadLetter;
-use crate::metrics::JobMetrics;
+use crate::metrics::{Metrics, ReasonLabels};
+use crate::progress::operator::commit_progress;
+use crate::progress::{Checkpoint, ProgressRecord, ProgressStore};
 use crate::sink::operator::ErrorSlot;
 use crate::sink::{Sink, SinkOperator};
 use crate::source::{SourceFactory, SourceRecord, SourceStatus};
@@ -62,16 +72,31 @@ pub trait SinkFactory: Send + Sync + 'static {
     ) -> anyhow::Result<Option<Box<dyn Sink<DeadLetter>>>>;
 }
 
+/// How a resumed job starts its output from what the sinks hold.
+pub struct Resume {
+    /// The first time whose changes are written; earlier times rebuild state.
+    pub live_from: Time,
+    /// The pairs the sinks hold, fed in by worker 0.
+    pub held: Mutex<Option<Vec<(PairKey, PairFigures)>>>,
+}
+
+/// Where and how often the progress record is saved.
+pub struct ProgressCommit {
+    /// Taken by worker 0.
+    pub store: Mutex<Option<Box<dyn ProgressStore>>>,
+    pub interval: Duration,
+}
+
 /// Everything a run needs.
 pub struct Job {
     pub cluster: ClusterOptions,
     pub source: Arc<dyn SourceFactory>,
     pub sinks: Arc<dyn SinkFactory>,
-    pub metrics: Arc<JobMetrics>,
-    /// How many logical times the inputs may run ahead of the acknowledged output.
-    pub max_inflight_times: u64,
+    pub metrics: Arc<Metrics>,
     /// How often worker 0 reports progress on stderr; `None` for never.
     pub progress_every: Option<Duration>,
+    pub resume: Option<Resume>,
+    pub progress: Option<ProgressCommit>,
 }
 
 /// What a run did, as seen from this process.
@@ -87,21 +112,21 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    fn from_metrics(metrics: &JobMetrics, elapsed: Duration) -> Self {
+    fn from_metrics(metrics: &Metrics, elapsed: Duration) -> Self {
         JobReport {
             elapsed,
-            records_read: JobMetrics::get(&metrics.records_read),
-            records_rejected: JobMetrics::get(&metrics.records_rejected),
-            pairs_upserted: JobMetrics::get(&metrics.pairs_upserted),
-            pairs_deleted: JobMetrics::get(&metrics.pairs_deleted),
-            pairs_live: metrics.pairs_live.load(Ordering::Relaxed),
-            dead_letters_written: JobMetrics::get(&metrics.dead_letters_written),
+            records_read: metrics.records_read.get(),
+            records_rejected: metrics.rejected.get(),
+            pairs_upserted: metrics.pairs_upserted.get(),
+            pairs_deleted: metrics.pairs_deleted.get(),
+            pairs_live: metrics.pairs_live.get(),
+            dead_letters_written: metrics.dead_letters_written.get(),
         }
     }
 }
 
-/// Runs the job on this process's workers until the source is exhausted and every output
-/// is acknowledged.
+/// Runs the job on this process's workers until the source is exhausted (or a shutdown is
+/// requested) and every output is acknowledged.
 pub fn run(job: Job) -> anyhow::Result<JobReport> {
     let config = job.cluster.timely_config()?;
     let started = Instant::now();
@@ -139,11 +164,13 @@ pub fn run(job: Job) -> anyhow::Result<JobReport> {
 
 type UpsertInput<K, V> = InputHandle<Time, CapacityContainerBuilder<Vec<Upsert<K, V>>>>;
 
-/// The worker's three inputs, advanced together.
+/// The worker's inputs, advanced together.
 struct JobInputs {
     products: UpsertInput<ProductId, Product>,
     campaigns: UpsertInput<CampaignId, Campaign>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
+    checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
+    held: InputSession<Time, (PairKey, PairTotals), isize>,
 }
 
 impl JobInputs {
@@ -156,10 +183,18 @@ impl JobInputs {
             self.products.advance_to(time);
             self.campaigns.advance_to(time);
             self.rejected.advance_to(time);
+            self.checkpoints.advance_to(time);
+            self.held.advance_to(time);
+            self.held.flush();
         }
     }
 
-    fn send(&mut self, record: SourceRecord, metrics: &JobMetrics) -> anyhow::Result<()> {
+    fn send(
+        &mut self,
+        record: SourceRecord,
+        metrics: &Metrics,
+        closed: &mut VecDeque<(Time, Instant)>,
+    ) -> anyhow::Result<()> {
         let time = record.time();
         if time < self.time() {
             bail!(
@@ -172,8 +207,20 @@ impl JobInputs {
             SourceRecord::Product(_, upsert) => self.products.send(upsert),
             SourceRecord::Campaign(_, upsert) => self.campaigns.send(upsert),
             SourceRecord::Rejected(_, letter) => {
-                JobMetrics::add(&metrics.records_rejected, 1);
+                metrics.rejected.inc();
+                metrics
+                    .records_rejected
+                    .get_or_create(&ReasonLabels {
+                        code: letter.code.clone(),
+                    })
+                    .inc();
                 self.rejected.send(letter)
+            }
+            SourceRecord::Checkpoint(_, checkpoints) => {
+                closed.push_back((time, Instant::now()));
+                for checkpoint in checkpoints {
+                    self.checkpoints.send(checkpoint);
+                }
             }
         }
         Ok(())
@@ -190,31 +237,63 @@ fn check(errors: &ErrorSlot, abort: &AtomicBool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Logs progress on worker 0 at a fixed interval.
-struct ProgressReporter {
-    every: Option<Duration>,
+/// What the worker loop watches while it steps: progress lines, latencies, errors.
+struct Watch<'a> {
+    probe: ProbeHandle<Time>,
+    errors: ErrorSlot,
+    abort: &'a AtomicBool,
+    metrics: &'a Metrics,
+    report_every: Option<Duration>,
     started: Instant,
-    last: Instant,
+    last_report: Instant,
+    /// Closed batches not yet acknowledged, with when they closed.
+    closed: VecDeque<(Time, Instant)>,
 }
 
-impl ProgressReporter {
-    fn maybe_report(&mut self, probe: &ProbeHandle<Time>, metrics: &JobMetrics) {
-        let Some(every) = self.every else { return };
-        if self.last.elapsed() < every {
+impl Watch<'_> {
+    fn acknowledged(&self) -> Option<Time> {
+        self.probe
+            .with_frontier(|frontier| frontier.first().copied())
+    }
+
+    /// Checks for failures and accounts for newly acknowledged times.
+    fn after_step(&mut self) -> anyhow::Result<()> {
+        check(&self.errors, self.abort)?;
+        let acknowledged = self.acknowledged();
+        if let Some(time) = acknowledged {
+            self.metrics.output_frontier.set(time as i64);
+        }
+        while let Some((time, closed_at)) = self.closed.front() {
+            if acknowledged.is_some_and(|ack| ack <= *time) {
+                break;
+            }
+            self.metrics
+                .batch_latency_seconds
+                .observe(closed_at.elapsed().as_secs_f64());
+            self.closed.pop_front();
+        }
+        self.maybe_report();
+        Ok(())
+    }
+
+    fn maybe_report(&mut self) {
+        let Some(every) = self.report_every else {
+            return;
+        };
+        if self.last_report.elapsed() < every {
             return;
         }
-        self.last = Instant::now();
-        let acknowledged = probe.with_frontier(|frontier| frontier.first().copied());
-        let records = JobMetrics::get(&metrics.records_read);
+        self.last_report = Instant::now();
+        let records = self.metrics.records_read.get();
         let seconds = self.started.elapsed().as_secs_f64().max(1e-9);
         tracing::info!(
-            acknowledged_time = acknowledged.unwrap_or(Time::MAX),
+            acknowledged_time = self.acknowledged().unwrap_or(Time::MAX),
             records,
             records_per_second = (records as f64 / seconds).round() as u64,
-            rejected = JobMetrics::get(&metrics.records_rejected),
-            upserts = JobMetrics::get(&metrics.pairs_upserted),
-            deletes = JobMetrics::get(&metrics.pairs_deleted),
-            live_pairs = metrics.pairs_live.load(Ordering::Relaxed),
+            batches = self.metrics.batches_closed.get(),
+            upserts = self.metrics.pairs_upserted.get(),
+            deletes = self.metrics.pairs_deleted.get(),
+            live_pairs = self.metrics.pairs_live.get(),
             "progress"
         );
     }
@@ -227,77 +306,143 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
     let change_sink = job.sinks.change_sink(index)?;
     let dead_letter_sink = job.sinks.dead_letter_sink(index)?;
     let route = job.sinks.route();
+    let live_from = job.resume.as_ref().map(|resume| resume.live_from);
+    let held_pairs = match (&job.resume, index) {
+        (Some(resume), 0) => resume
+            .held
+            .lock()
+            .expect("poisoned")
+            .take()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let progress_store = match (&job.progress, index) {
+        (Some(progress), 0) => progress.store.lock().expect("poisoned").take(),
+        _ => None,
+    };
+    let progress_interval = job
+        .progress
+        .as_ref()
+        .map_or(Duration::from_secs(1), |p| p.interval);
     let errors: ErrorSlot = Rc::new(RefCell::new(None));
 
     let probe = ProbeHandle::new();
+    let metrics = job.metrics.clone();
     let mut inputs = worker.dataflow_named::<Time, _, _>("Eligibility", |scope| {
         let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
         let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
+        let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
+        let (held_in, held) = scope.new_collection::<(PairKey, PairTotals), isize>();
 
-        let changes = render_eligibility(products, campaigns).pair_changes(
-            move |pair: &PairKey| match route {
-                Route::FirstWorker => 0,
-                Route::ByPair => pair.hashed(),
-            },
+        let mut totals = render_eligibility(products, campaigns);
+        if let Some(live_from) = live_from {
+            totals = totals.reconcile_with_held(held, live_from);
+        }
+        let mut changes = totals.pair_changes(move |pair: &PairKey| match route {
+            Route::FirstWorker => 0,
+            Route::ByPair => pair.hashed(),
+        });
+        if let Some(live_from) = live_from {
+            // The rebuild's times only carry what the sinks already hold.
+            changes = changes.filter(move |change: &PairChange| change.time >= live_from);
+        }
+        let change_acks = changes.sink_into(Pipeline, "ChangeSink", change_sink, errors.clone());
+        let letter_acks = rejected.sink_into(
+            Exchange::new(|_: &DeadLetter| 0),
+            "DeadLetterSink",
+            dead_letter_sink,
+            errors.clone(),
         );
-        changes
-            .sink_into(Pipeline, "ChangeSink", change_sink, errors.clone())
-            .probe_with(&probe);
-        rejected
-            .sink_into(
-                Exchange::new(|_: &DeadLetter| 0),
-                "DeadLetterSink",
-                dead_letter_sink,
-                errors.clone(),
-            )
-            .probe_with(&probe);
+        let acknowledged = change_acks.concat(letter_acks).probe_with(&probe);
+        let on_commit_metrics = metrics.clone();
+        commit_progress(
+            checkpoints,
+            acknowledged,
+            progress_store,
+            progress_interval,
+            errors.clone(),
+            Box::new(move |record: &ProgressRecord| {
+                for ((topic, partition), offset) in &record.offsets {
+                    on_commit_metrics
+                        .committed_offset
+                        .get_or_create(&Metrics::partition(topic, *partition))
+                        .set(*offset);
+                }
+            }),
+        );
 
         JobInputs {
             products: products_in,
             campaigns: campaigns_in,
             rejected: rejected_in,
+            checkpoints: checkpoints_in,
+            held: held_in,
         }
     });
+    for (pair, figures) in held_pairs {
+        let totals = (
+            figures.eligible_products as isize,
+            figures.eligible_stock as isize,
+        );
+        inputs.held.update((pair, totals), 1);
+    }
+    inputs.held.flush();
 
-    let mut reporter = ProgressReporter {
-        every: job.progress_every.filter(|_| index == 0),
+    let mut watch = Watch {
+        probe,
+        errors,
+        abort,
+        metrics: &job.metrics,
+        report_every: job.progress_every.filter(|_| index == 0),
         started: Instant::now(),
-        last: Instant::now(),
+        last_report: Instant::now(),
+        closed: VecDeque::new(),
     };
     const BUDGET: usize = 8_192;
     let mut staged = Vec::with_capacity(BUDGET);
     loop {
-        check(&errors, abort)?;
+        watch.after_step()?;
+        if crate::shutdown::requested() {
+            tracing::info!(
+                worker = index,
+                "shutdown requested: finishing the batches in flight"
+            );
+            break;
+        }
         let status = source.poll(&mut staged, BUDGET)?;
         let idle = staged.is_empty();
-        JobMetrics::add(&job.metrics.records_read, staged.len() as u64);
+        let read = staged
+            .iter()
+            .filter(|record| !matches!(record, SourceRecord::Checkpoint(..)))
+            .count();
+        job.metrics.records_read.inc_by(read as u64);
         for record in staged.drain(..) {
-            inputs.send(record, &job.metrics)?;
+            inputs.send(record, &job.metrics, &mut watch.closed)?;
         }
         if status == SourceStatus::Exhausted {
             break;
         }
-        let frontier = source.frontier();
-        inputs.advance_to(frontier);
-        let floor = frontier.saturating_sub(job.max_inflight_times);
-        while probe.less_than(&floor) {
+        inputs.advance_to(source.frontier());
+        let floor = source.backpressure_floor();
+        while watch.probe.less_than(&floor) {
             worker.step_or_park(Some(Duration::from_millis(1)));
-            check(&errors, abort)?;
-            reporter.maybe_report(&probe, &job.metrics);
+            watch.after_step()?;
         }
         worker.step_or_park(Some(if idle {
-            Duration::from_millis(5)
+            Duration::from_millis(2)
         } else {
             Duration::ZERO
         }));
-        reporter.maybe_report(&probe, &job.metrics);
     }
     drop(inputs);
-    while !probe.done() {
+    while !watch.probe.done() {
         worker.step_or_park(Some(Duration::from_millis(1)));
-        check(&errors, abort)?;
-        reporter.maybe_report(&probe, &job.metrics);
+        watch.after_step()?;
     }
-    check(&errors, abort)
+    // The progress operator may still be saving after the sinks finished.
+    while worker.step_or_park(Some(Duration::from_millis(1))) {
+        check(&watch.errors, abort)?;
+    }
+    check(&watch.errors, abort)
 }

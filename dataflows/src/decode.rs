@@ -404,8 +404,17 @@ pub fn decode_message(
     })
 }
 
-/// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}`.
-pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
+/// One line of the JSONL event log, split but not yet decoded: the value's raw JSON text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    pub topic: Topic,
+    pub key: String,
+    /// `None` is a tombstone.
+    pub value: Option<&'a str>,
+}
+
+/// Splits one line of the JSONL event log into topic, key and raw value.
+pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
     let text = std::str::from_utf8(line).map_err(|_| DecodeError::NotUtf8)?;
     let fields: EnvelopeFields = parse_object(text, "record")?;
 
@@ -437,8 +446,14 @@ pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
         JsonKind::Null => None,
         _ => Some(value_raw.get()),
     };
+    Ok(Envelope { topic, key, value })
+}
+
+/// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}`.
+pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
+    let envelope = split_envelope(line)?;
     Ok(Record {
-        key,
-        change: decode_value(topic, value)?,
+        change: decode_value(envelope.topic, envelope.value)?,
+        key: envelope.key,
     })
 }

@@ -15,7 +15,7 @@ use crate::cli::DemoArgs;
 use crate::cluster::ClusterOptions;
 use crate::generate::{generate_to_vec, MarketplaceSpec};
 use crate::job::{self, Job};
-use crate::metrics::JobMetrics;
+use crate::metrics::Metrics;
 use crate::sink::file_outputs::FirstWorkerSinks;
 use crate::source::event_log::{EventLogFactory, EventLogInput};
 
@@ -52,17 +52,19 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         workers: args.workers,
         ..ClusterOptions::default()
     };
-    let metrics = Arc::new(JobMetrics::default());
+    let metrics = Arc::new(Metrics::new());
     let sinks = FirstWorkerSinks::jsonl_files(0, &changes_path, &rejected_path, &metrics)?;
     let job = Job {
         cluster: cluster.clone(),
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Bytes(log),
             batch_size: args.batch_size,
+            max_inflight_batches: 8,
         }),
         sinks: Arc::new(sinks),
         metrics,
-        max_inflight_times: 8,
+        resume: None,
+        progress: None,
         progress_every: None,
     };
     let report = job::run(job)?;

@@ -2,4 +2,5 @@
 
 pub mod demo;
 pub mod generate;
+pub mod produce;
 pub mod run;

@@ -1,40 +1,69 @@
 //! `eligibility run`: the job on an event log (file mode) or on its configured sources.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
+use dataflows::model::{PairFigures, PairKey};
 
+use crate::change_log;
 use crate::cli::RunArgs;
 use crate::cluster::ClusterOptions;
-use crate::job::{self, Job, JobReport};
-use crate::metrics::JobMetrics;
+use crate::config::JobConfig;
+use crate::dead_letter::DeadLetter;
+use crate::job::{self, Job, JobReport, ProgressCommit, Resume};
+use crate::metrics::Metrics;
+use crate::progress::file::FileProgressStore;
+use crate::progress::ProgressStore;
 use crate::sink::file_outputs::FirstWorkerSinks;
+use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
+use crate::sink::kafka_dead_letter::KafkaDeadLetterSink;
+use crate::sink::written_before::SkipWrittenDeadLetters;
+use crate::sink::Sink;
 use crate::source::event_log::{EventLogFactory, EventLogInput};
+use crate::source::kafka::client::{admin_config, producer_config};
+use crate::source::kafka::clock::LIVE_TIME_BASE;
+use crate::source::kafka::start::{self, StartFrom};
+use crate::source::kafka::topics::{ensure_topics, TopicSpec};
+use crate::source::kafka::KafkaSourceFactory;
 
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let Some(input) = &args.input else {
-        bail!("`run` without --input reads Kafka sources from --config, which this build does not support yet");
-    };
+    match (&args.input, &args.config) {
+        (Some(_), _) => run_event_log(args),
+        (None, Some(_)) => run_kafka(args),
+        (None, None) => {
+            bail!("give --input (an event log) or --config (a job config with Kafka sources)")
+        }
+    }
+}
+
+fn progress_every(args: &RunArgs) -> Option<Duration> {
+    (args.progress_secs > 0.0).then(|| Duration::from_secs_f64(args.progress_secs))
+}
+
+/// File mode: one event log in, one change log and one dead-letter log out.
+fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
+    let input = args.input.as_ref().expect("checked by the caller");
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let cluster = ClusterOptions::from(&args.cluster);
+    let cluster = args.cluster.resolve(None);
     // Fail on a bad layout before any file is created.
     cluster.timely_config()?;
-    let metrics = Arc::new(JobMetrics::default());
+    let metrics = Arc::new(Metrics::new());
     let sinks =
         FirstWorkerSinks::jsonl_files(cluster.process, &args.output, &args.dead_letter, &metrics)?;
     let job = Job {
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Path(input.clone()),
             batch_size: args.batch_size,
+            max_inflight_batches: args.max_inflight_batches,
         }),
         sinks: Arc::new(sinks),
         metrics,
-        max_inflight_times: args.max_inflight_batches.max(1),
-        progress_every: (args.progress_secs > 0.0)
-            .then(|| Duration::from_secs_f64(args.progress_secs)),
+        progress_every: progress_every(args),
+        resume: None,
+        progress: None,
         cluster: cluster.clone(),
     };
     let report = job::run(job)?;
@@ -42,6 +71,156 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
         print_summary(&report, &cluster);
     }
     Ok(())
+}
+
+/// Kafka mode: rebuild from the compacted topics, reconcile with the sinks, then follow.
+fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
+    let config = JobConfig::load(args.config.as_ref().expect("checked by the caller"))?;
+    let from: StartFrom = args.from.parse()?;
+    let cluster = args.cluster.resolve(Some(&config.cluster));
+    cluster.timely_config()?;
+    crate::shutdown::install()?;
+    let metrics = Arc::new(Metrics::new());
+    if !config.metrics.listen.is_empty() {
+        crate::metrics::http::serve(&config.metrics.listen, metrics.clone())?;
+    }
+    let first_process = cluster.process == 0;
+
+    // Process 0 holds the file outputs and the progress record.
+    let mut store: Option<Box<dyn ProgressStore>> = match (first_process, config.progress_path()) {
+        (true, Some(path)) => Some(Box::new(FileProgressStore::new(path))),
+        _ => None,
+    };
+    let committed = match store.as_mut() {
+        Some(store) => store.load()?,
+        None => None,
+    };
+    if let Some(record) = &committed {
+        tracing::info!(
+            time = record.time,
+            partitions = record.offsets.len(),
+            "found a progress record"
+        );
+    }
+    metrics.health.set_unhealthy(
+        crate::source::kafka::HEALTH_COMPONENT,
+        "connecting to Kafka",
+    );
+    let plan = start::plan(&config.kafka, &from, committed.as_ref())?;
+    metrics
+        .health
+        .set_healthy(crate::source::kafka::HEALTH_COMPONENT);
+    tracing::info!(partitions = plan.partitions.len(), from = %args.from, "start plan ready");
+
+    let (sinks, held) = if first_process {
+        let (changes, held) = open_change_sink(&config, &metrics)?;
+        let letters = open_dead_letter_sink(&config, &metrics)?;
+        let letters: Box<dyn Sink<DeadLetter>> = Box::new(SkipWrittenDeadLetters::new(
+            letters,
+            plan.dead_letters_written_below.clone(),
+        ));
+        (FirstWorkerSinks::new(Some(changes), Some(letters)), held)
+    } else {
+        (FirstWorkerSinks::new(None, None), Vec::new())
+    };
+    // `earliest` writes every pair again: forgetting the held figures makes each differ.
+    let held = match from {
+        StartFrom::Earliest => held
+            .into_iter()
+            .map(|(pair, _)| {
+                let forgotten = PairFigures {
+                    eligible_products: 0,
+                    eligible_stock: 0,
+                };
+                (pair, forgotten)
+            })
+            .collect(),
+        _ => held,
+    };
+    tracing::info!(pairs = held.len(), "the sinks hold these pairs");
+    metrics.pairs_live.set(held.len() as i64);
+
+    let job = Job {
+        cluster: cluster.clone(),
+        source: Arc::new(KafkaSourceFactory {
+            kafka: config.kafka.clone(),
+            batching: config.batching.clone(),
+            plan,
+            metrics: metrics.clone(),
+            stop_at_end: args.stop_at_end,
+        }),
+        sinks: Arc::new(sinks),
+        metrics,
+        progress_every: progress_every(args),
+        resume: Some(Resume {
+            live_from: LIVE_TIME_BASE,
+            held: Mutex::new(Some(held)),
+        }),
+        progress: Some(ProgressCommit {
+            store: Mutex::new(store),
+            interval: Duration::from_millis(config.progress.interval_ms),
+        }),
+    };
+    let report = job::run(job)?;
+    if first_process {
+        print_summary(&report, &cluster);
+    }
+    Ok(())
+}
+
+type HeldPairs = Vec<(PairKey, PairFigures)>;
+
+fn open_change_sink(
+    config: &JobConfig,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<(Box<dyn Sink<dataflows::PairChange>>, HeldPairs)> {
+    let jsonl = config
+        .sinks
+        .jsonl
+        .as_ref()
+        .context("no change sink is configured")?;
+    let held = change_log::recover(&jsonl.path)?;
+    let durability = Durability::Synced {
+        interval: Duration::from_millis(jsonl.sync_interval_ms),
+    };
+    let writer = JsonlWriter::append(&jsonl.path, durability)?;
+    Ok((
+        Box::new(JsonlChangeSink::new(writer, metrics.clone())),
+        held.into_iter().collect(),
+    ))
+}
+
+fn open_dead_letter_sink(
+    config: &JobConfig,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Box<dyn Sink<DeadLetter>>> {
+    let properties = config.kafka.client_properties()?;
+    match &config.dead_letter.topic {
+        Some(topic) => {
+            ensure_topics(
+                &admin_config(&config.kafka, &properties, "eligibility-admin"),
+                &[TopicSpec {
+                    name: topic,
+                    partitions: 1,
+                    replication_factor: 1,
+                    compacted: false,
+                }],
+            )?;
+            let producer = producer_config(&config.kafka, &properties, "eligibility-dead-letters");
+            Ok(Box::new(KafkaDeadLetterSink::new(
+                producer,
+                topic.clone(),
+                metrics.clone(),
+            )?))
+        }
+        None => {
+            let durability = Durability::Synced {
+                interval: Duration::from_millis(200),
+            };
+            let writer = JsonlWriter::append(&config.dead_letter.path, durability)?;
+            Ok(Box::new(JsonlDeadLetterSink::new(writer, metrics.clone())))
+        }
+    }
 }
 
 /// The end-of-run summary, on stderr so that `--output -` stays clean.

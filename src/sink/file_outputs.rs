@@ -12,7 +12,7 @@ use super::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter
 use super::Sink;
 use crate::dead_letter::DeadLetter;
 use crate::job::{Route, SinkFactory};
-use crate::metrics::JobMetrics;
+use crate::metrics::Metrics;
 
 type Slot<R> = Mutex<Option<Box<dyn Sink<R>>>>;
 
@@ -38,7 +38,7 @@ impl FirstWorkerSinks {
         process: usize,
         output: &Path,
         dead_letter: &Path,
-        metrics: &Arc<JobMetrics>,
+        metrics: &Arc<Metrics>,
     ) -> anyhow::Result<Self> {
         if process != 0 {
             return Ok(Self::new(None, None));

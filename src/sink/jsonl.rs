@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::Sink;
 use crate::dead_letter::{DeadLetter, Origin};
-use crate::metrics::JobMetrics;
+use crate::metrics::Metrics;
 
 /// When written lines count as acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,11 +158,11 @@ impl<'a> From<&'a PairChange> for ChangeLine<'a> {
 /// Writes pair changes as JSONL.
 pub struct JsonlChangeSink {
     writer: JsonlWriter,
-    metrics: Arc<JobMetrics>,
+    metrics: Arc<Metrics>,
 }
 
 impl JsonlChangeSink {
-    pub fn new(writer: JsonlWriter, metrics: Arc<JobMetrics>) -> Self {
+    pub fn new(writer: JsonlWriter, metrics: Arc<Metrics>) -> Self {
         JsonlChangeSink { writer, metrics }
     }
 }
@@ -232,14 +232,19 @@ impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
     }
 }
 
+/// The JSON of one dead letter, as the file and the Kafka topic carry it.
+pub fn dead_letter_json(letter: &DeadLetter) -> String {
+    serde_json::to_string(&DeadLetterLine::from(letter)).expect("a dead letter always serializes")
+}
+
 /// Writes rejected records as JSONL.
 pub struct JsonlDeadLetterSink {
     writer: JsonlWriter,
-    metrics: Arc<JobMetrics>,
+    metrics: Arc<Metrics>,
 }
 
 impl JsonlDeadLetterSink {
-    pub fn new(writer: JsonlWriter, metrics: Arc<JobMetrics>) -> Self {
+    pub fn new(writer: JsonlWriter, metrics: Arc<Metrics>) -> Self {
         JsonlDeadLetterSink { writer, metrics }
     }
 }
@@ -249,7 +254,9 @@ impl Sink<DeadLetter> for JsonlDeadLetterSink {
         for letter in letters {
             self.writer.write_line(&DeadLetterLine::from(letter))?;
         }
-        JobMetrics::add(&self.metrics.dead_letters_written, letters.len() as u64);
+        self.metrics
+            .dead_letters_written
+            .inc_by(letters.len() as u64);
         Ok(())
     }
 

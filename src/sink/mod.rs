@@ -8,7 +8,9 @@
 
 pub mod file_outputs;
 pub mod jsonl;
+pub mod kafka_dead_letter;
 pub mod operator;
+pub mod written_before;
 
 use dataflows::model::Time;
 

@@ -30,6 +30,8 @@ pub enum EventLogInput {
 pub struct EventLogFactory {
     pub input: EventLogInput,
     pub batch_size: u64,
+    /// How many batches the source may read ahead of the acknowledged output.
+    pub max_inflight_batches: u64,
 }
 
 impl SourceFactory for EventLogFactory {
@@ -45,6 +47,7 @@ impl SourceFactory for EventLogFactory {
         Ok(Box::new(EventLogSource {
             reader,
             batch_size: self.batch_size.max(1),
+            max_inflight_batches: self.max_inflight_batches.max(1),
             worker_index: worker_index as u64,
             peers: peers as u64,
             next_line: 0,
@@ -66,6 +69,7 @@ impl AsRef<[u8]> for SharedBytes {
 pub struct EventLogSource {
     reader: Box<dyn BufRead>,
     batch_size: u64,
+    max_inflight_batches: u64,
     worker_index: u64,
     peers: u64,
     next_line: u64,
@@ -158,6 +162,10 @@ impl Source for EventLogSource {
     fn frontier(&self) -> Time {
         self.time_of(self.next_line)
     }
+
+    fn backpressure_floor(&self) -> Time {
+        self.frontier().saturating_sub(self.max_inflight_batches)
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +176,7 @@ mod tests {
         let factory = EventLogFactory {
             input: EventLogInput::Bytes(Arc::new(log.as_bytes().to_vec())),
             batch_size,
+            max_inflight_batches: 1,
         };
         let mut source = factory.open(worker, peers).unwrap();
         let mut out = Vec::new();
@@ -180,6 +189,7 @@ mod tests {
                     Origin::Line(line) => (time, line, false),
                     Origin::Kafka { .. } => unreachable!(),
                 },
+                SourceRecord::Checkpoint(..) => unreachable!("a file has no offsets"),
             })
             .collect()
     }
@@ -218,6 +228,7 @@ mod tests {
         let factory = EventLogFactory {
             input: EventLogInput::Bytes(Arc::new(log.into_bytes())),
             batch_size: 2,
+            max_inflight_batches: 1,
         };
         let mut source = factory.open(0, 1).unwrap();
         let mut out = Vec::new();

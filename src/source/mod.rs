@@ -6,18 +6,22 @@
 //! the loop can tell the dataflow which times are complete.
 
 pub mod event_log;
+pub mod kafka;
 
 use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
 use dataflows::operators::Upsert;
 
 use crate::dead_letter::DeadLetter;
+use crate::progress::Checkpoint;
 
-/// What a source read: a decoded update or a rejection, at a logical time.
+/// What a source read: a decoded update or a rejection, at a logical time; or, at the end
+/// of a batch, how far it has read each of its partitions.
 #[derive(Clone, Debug)]
 pub enum SourceRecord {
     Product(Time, Upsert<ProductId, Product>),
     Campaign(Time, Upsert<CampaignId, Campaign>),
     Rejected(Time, DeadLetter),
+    Checkpoint(Time, Vec<Checkpoint>),
 }
 
 impl SourceRecord {
@@ -25,7 +29,8 @@ impl SourceRecord {
         match self {
             SourceRecord::Product(time, _)
             | SourceRecord::Campaign(time, _)
-            | SourceRecord::Rejected(time, _) => *time,
+            | SourceRecord::Rejected(time, _)
+            | SourceRecord::Checkpoint(time, _) => *time,
         }
     }
 
@@ -69,6 +74,10 @@ pub trait Source {
 
     /// The least time a record not yet returned can carry.
     fn frontier(&self) -> Time;
+
+    /// The job polls again only once every sink has acknowledged all times below this:
+    /// how far the source may run ahead of its output.
+    fn backpressure_floor(&self) -> Time;
 }
 
 /// Opens each worker's source.

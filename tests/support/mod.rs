@@ -1,6 +1,8 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
@@ -82,7 +84,7 @@ pub fn run_in_memory(
 ) -> (Vec<PairChange>, Vec<DeadLetter>) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
-    use eligibility::metrics::JobMetrics;
+    use eligibility::metrics::Metrics;
     use eligibility::sink::file_outputs::FirstWorkerSinks;
     use eligibility::source::event_log::{EventLogFactory, EventLogInput};
 
@@ -96,13 +98,15 @@ pub fn run_in_memory(
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Bytes(Arc::new(log)),
             batch_size,
+            max_inflight_batches: 4,
         }),
         sinks: Arc::new(FirstWorkerSinks::new(
             Some(Box::new(changes_sink)),
             Some(Box::new(letters_sink)),
         )),
-        metrics: Arc::new(JobMetrics::default()),
-        max_inflight_times: 4,
+        metrics: Arc::new(Metrics::new()),
+        resume: None,
+        progress: None,
         progress_every: None,
     };
     job::run(job).expect("the job failed");

@@ -2,6 +2,8 @@
 
 pub mod latest_per_key;
 pub mod pair_changes;
+pub mod reconcile;
 
 pub use latest_per_key::{LatestPerKey, Upsert};
 pub use pair_changes::PairChanges;
+pub use reconcile::ReconcileWithHeld;

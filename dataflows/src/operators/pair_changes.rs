@@ -34,19 +34,21 @@ impl<'scope> PairChanges<'scope> for VecCollection<'scope, Time, (PairKey, PairT
     where
         F: Fn(&PairKey) -> u64 + 'static,
     {
-        type Update = ((PairKey, PairTotals), Time, isize);
         let exchange = Exchange::new(move |update: &Update| route(&(update.0).0));
         self.inner
             .unary_frontier(exchange, "PairChanges", |_capability, _info| {
-                let mut pending: BTreeMap<Time, (Capability<Time>, Vec<Update>)> = BTreeMap::new();
+                let mut pending: BTreeMap<Time, Pending> = BTreeMap::new();
                 move |(input, frontier), output| {
                     input.for_each(|capability, data| {
                         for update in data.drain(..) {
                             let time = update.1;
                             pending
                                 .entry(time)
-                                .or_insert_with(|| (capability.delayed(&time, 0), Vec::new()))
-                                .1
+                                .or_insert_with(|| Pending {
+                                    capability: capability.delayed(&time, 0),
+                                    updates: Vec::new(),
+                                    consolidated_len: 0,
+                                })
                                 .push(update);
                         }
                     });
@@ -54,7 +56,14 @@ impl<'scope> PairChanges<'scope> for VecCollection<'scope, Time, (PairKey, PairT
                         if frontier.less_equal(entry.key()) {
                             break;
                         }
-                        let (time, (capability, updates)) = entry.remove_entry();
+                        let (
+                            time,
+                            Pending {
+                                capability,
+                                updates,
+                                ..
+                            },
+                        ) = entry.remove_entry();
                         let changes = changes_at(time, updates);
                         if !changes.is_empty() {
                             output
@@ -67,11 +76,29 @@ impl<'scope> PairChanges<'scope> for VecCollection<'scope, Time, (PairKey, PairT
     }
 }
 
+type Update = ((PairKey, PairTotals), Time, isize);
+
+/// The updates of one time, waiting for the time to complete.
+struct Pending {
+    capability: Capability<Time>,
+    updates: Vec<Update>,
+    consolidated_len: usize,
+}
+
+impl Pending {
+    /// Adds an update, consolidating now and then: a time that collects a long history
+    /// (the rebuild after a restart) then holds one entry per pair, not one per update.
+    fn push(&mut self, update: Update) {
+        self.updates.push(update);
+        if self.updates.len() > 2 * self.consolidated_len + 4096 {
+            differential_dataflow::consolidation::consolidate_updates(&mut self.updates);
+            self.consolidated_len = self.updates.len();
+        }
+    }
+}
+
 /// Forms the changes of one time from its retractions and insertions.
-fn changes_at(
-    time: Time,
-    mut updates: Vec<((PairKey, PairTotals), Time, isize)>,
-) -> Vec<PairChange> {
+fn changes_at(time: Time, mut updates: Vec<Update>) -> Vec<PairChange> {
     differential_dataflow::consolidation::consolidate_updates(&mut updates);
     // Sorted by pair, then totals: each pair's retraction and insertion are adjacent.
     let mut changes: Vec<PairChange> = Vec::new();

@@ -1,0 +1,119 @@
+//! `eligibility produce`: load an event log into the Kafka topics.
+//!
+//! Each line's envelope gives the topic (`products` or `campaigns`, mapped to the
+//! configured names), the key and the value; the value's JSON text is sent as it is, so
+//! records the job will reject reach the topics too. A null value is a tombstone. Lines
+//! whose envelope cannot be read have no topic to go to: they are counted and reported.
+
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use dataflows::decode::split_envelope;
+use dataflows::model::Topic;
+use indicatif::{ProgressBar, ProgressStyle};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+
+use crate::cli::ProduceArgs;
+use crate::config::{JobConfig, KafkaConfig};
+use crate::source::kafka::client::{admin_config, producer_config};
+use crate::source::kafka::topics::{ensure_topics, TopicSpec};
+
+pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
+    let kafka = match &args.config {
+        Some(path) => JobConfig::load(path)?.kafka,
+        None => KafkaConfig::for_brokers(&args.brokers),
+    };
+    let properties = kafka.client_properties()?;
+    ensure_topics(
+        &admin_config(&kafka, &properties, "eligibility-produce"),
+        &[
+            TopicSpec {
+                name: &kafka.products_topic,
+                partitions: args.partitions,
+                replication_factor: args.replication_factor,
+                compacted: true,
+            },
+            TopicSpec {
+                name: &kafka.campaigns_topic,
+                partitions: args.partitions,
+                replication_factor: args.replication_factor,
+                compacted: true,
+            },
+        ],
+    )?;
+
+    let producer: BaseProducer = producer_config(&kafka, &properties, "eligibility-produce")
+        .create()
+        .context("cannot create the Kafka producer")?;
+    let file = std::fs::File::open(&args.input)
+        .with_context(|| format!("cannot open {}", args.input.display()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let bar = ProgressBar::new(size).with_style(
+        ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .expect("a valid template"),
+    );
+    let started = Instant::now();
+    let (mut sent, mut unreadable) = (0u64, 0u64);
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line)?;
+        if read == 0 {
+            break;
+        }
+        bar.inc(read as u64);
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        let envelope = match split_envelope(text) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                unreadable += 1;
+                tracing::debug!(%error, "line without a usable envelope skipped");
+                continue;
+            }
+        };
+        let topic = match envelope.topic {
+            Topic::Products => &kafka.products_topic,
+            Topic::Campaigns => &kafka.campaigns_topic,
+        };
+        let mut record = BaseRecord::<str, str>::to(topic).key(envelope.key.as_str());
+        if let Some(value) = envelope.value {
+            record = record.payload(value);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(
+                        rdkafka::types::RDKafkaErrorCode::QueueFull,
+                    ),
+                    returned,
+                )) => {
+                    producer.poll(Duration::from_millis(50));
+                    record = returned;
+                }
+                Err((error, _)) => return Err(error).context("cannot produce"),
+            }
+        }
+        sent += 1;
+        producer.poll(Duration::ZERO);
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .context("not every record was delivered")?;
+    bar.finish_and_clear();
+    if producer.in_flight_count() > 0 {
+        bail!("{} records were not delivered", producer.in_flight_count());
+    }
+    eprintln!(
+        "produced {sent} records to {} and {} in {:.1} s; skipped {unreadable} lines without a usable envelope",
+        kafka.products_topic,
+        kafka.campaigns_topic,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! Component health for `/health`: each source and sink says whether it can make progress.
+//!
+//! A component that cannot make progress (broker unreachable for long, index read-only,
+//! credentials rejected) reports itself unhealthy with the reason, so the job never looks
+//! healthy while nothing is written.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ComponentStatus {
+    pub healthy: bool,
+    pub reason: String,
+    pub since: SystemTime,
+}
+
+#[derive(Debug, Default)]
+pub struct Health {
+    components: Mutex<BTreeMap<String, ComponentStatus>>,
+}
+
+impl Health {
+    pub fn set_healthy(&self, component: &str) {
+        self.set(component, true, String::new());
+    }
+
+    pub fn set_unhealthy(&self, component: &str, reason: impl Into<String>) {
+        self.set(component, false, reason.into());
+    }
+
+    fn set(&self, component: &str, healthy: bool, reason: String) {
+        let mut components = self.components.lock().expect("poisoned");
+        let changed = components
+            .get(component)
+            .is_none_or(|status| status.healthy != healthy || status.reason != reason);
+        if changed {
+            if healthy {
+                tracing::info!(component, "healthy");
+            } else {
+                tracing::warn!(component, reason = %reason, "unhealthy");
+            }
+            components.insert(
+                component.to_owned(),
+                ComponentStatus {
+                    healthy,
+                    reason,
+                    since: SystemTime::now(),
+                },
+            );
+        }
+    }
+
+    /// Whether every component is healthy, and the report of each.
+    pub fn report(&self) -> (bool, BTreeMap<String, ComponentStatus>) {
+        let components = self.components.lock().expect("poisoned").clone();
+        (components.values().all(|status| status.healthy), components)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_unhealthy_component_makes_the_job_unhealthy() {
+        let health = Health::default();
+        health.set_healthy("kafka");
+        assert!(health.report().0);
+        health.set_unhealthy("elasticsearch", "index is read-only");
+        let (healthy, components) = health.report();
+        assert!(!healthy);
+        assert_eq!(components["elasticsearch"].reason, "index is read-only");
+        health.set_healthy("elasticsearch");
+        assert!(health.report().0);
+    }
+}

@@ -1,0 +1,260 @@
+//! What the job has done and how it is doing: Prometheus metrics and component health.
+//!
+//! One `Metrics` per process, shared by its workers; every handle is cheap to update from
+//! any thread. Labels stay few: topic and partition, a rejection code, a sink name.
+
+pub mod health;
+pub mod http;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use self::health::Health;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PartitionLabels {
+    pub topic: String,
+    pub partition: i32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SinkLabels {
+    pub sink: String,
+}
+
+fn histogram_of_seconds() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
+}
+
+fn histogram_of_records() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 4.0, 12))
+}
+
+/// Every metric of the job.
+pub struct Metrics {
+    registry: Registry,
+    pub health: Health,
+    /// Records read (rejected ones included).
+    pub records_read: Counter,
+    pub records_consumed: Family<PartitionLabels, Counter>,
+    pub consumer_lag: Family<PartitionLabels, Gauge>,
+    pub committed_offset: Family<PartitionLabels, Gauge>,
+    pub records_rejected: Family<ReasonLabels, Counter>,
+    /// All rejections, for the run summary.
+    pub rejected: Counter,
+    pub batches_closed: Counter,
+    pub batch_records: Histogram,
+    /// From closing a batch to every sink acknowledging it.
+    pub batch_latency_seconds: Histogram,
+    /// The acknowledged frontier (logical time) of all sinks.
+    pub output_frontier: Gauge,
+    pub pairs_upserted: Counter,
+    pub pairs_deleted: Counter,
+    /// Pairs that exist, as far as this process's sinks have seen.
+    pub pairs_live: Gauge,
+    pub dead_letters_written: Counter,
+    /// Sink-specific counters register themselves here.
+    pub sinks: SinkMetrics,
+}
+
+/// Counters every sink keeps, labelled by sink.
+pub struct SinkMetrics {
+    pub requests: Family<SinkLabels, Counter>,
+    pub retries: Family<SinkLabels, Counter>,
+    pub documents_written: Family<SinkLabels, Counter>,
+    pub documents_deleted: Family<SinkLabels, Counter>,
+    pub documents_rejected: Family<SinkLabels, Counter>,
+    pub requests_in_flight: Family<SinkLabels, Gauge>,
+    pub request_seconds: Family<SinkLabels, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("eligibility");
+        let metrics = Metrics {
+            health: Health::default(),
+            records_read: Counter::default(),
+            records_consumed: Family::default(),
+            consumer_lag: Family::default(),
+            committed_offset: Family::default(),
+            records_rejected: Family::default(),
+            rejected: Counter::default(),
+            batches_closed: Counter::default(),
+            batch_records: histogram_of_records(),
+            batch_latency_seconds: histogram_of_seconds(),
+            output_frontier: Gauge::default(),
+            pairs_upserted: Counter::default(),
+            pairs_deleted: Counter::default(),
+            pairs_live: Gauge::default(),
+            dead_letters_written: Counter::default(),
+            sinks: SinkMetrics {
+                requests: Family::default(),
+                retries: Family::default(),
+                documents_written: Family::default(),
+                documents_deleted: Family::default(),
+                documents_rejected: Family::default(),
+                requests_in_flight: Family::default(),
+                request_seconds: Family::new_with_constructor(histogram_of_seconds),
+            },
+            registry: Registry::default(),
+        };
+        registry.register(
+            "records_read",
+            "Records read from the sources, rejected ones included",
+            metrics.records_read.clone(),
+        );
+        registry.register(
+            "records_consumed",
+            "Kafka records consumed, per topic and partition",
+            metrics.records_consumed.clone(),
+        );
+        registry.register(
+            "consumer_lag",
+            "Records between the consumer's position and the partition's end",
+            metrics.consumer_lag.clone(),
+        );
+        registry.register(
+            "committed_offset",
+            "Offset below which every record's output is acknowledged",
+            metrics.committed_offset.clone(),
+        );
+        registry.register(
+            "records_rejected",
+            "Records rejected as malformed, by reason",
+            metrics.records_rejected.clone(),
+        );
+        registry.register(
+            "batches_closed",
+            "Logical times (batches) closed by the sources",
+            metrics.batches_closed.clone(),
+        );
+        registry.register(
+            "batch_records",
+            "Records per closed batch",
+            metrics.batch_records.clone(),
+        );
+        registry.register(
+            "batch_latency_seconds",
+            "From closing a batch to every sink acknowledging its output",
+            metrics.batch_latency_seconds.clone(),
+        );
+        registry.register(
+            "output_frontier",
+            "Logical time below which every sink has acknowledged",
+            metrics.output_frontier.clone(),
+        );
+        registry.register(
+            "pairs_upserted",
+            "Pair upserts written",
+            metrics.pairs_upserted.clone(),
+        );
+        registry.register(
+            "pairs_deleted",
+            "Pair deletes written",
+            metrics.pairs_deleted.clone(),
+        );
+        registry.register(
+            "pairs_live",
+            "Pairs that exist, as written by this process",
+            metrics.pairs_live.clone(),
+        );
+        registry.register(
+            "dead_letters_written",
+            "Rejected records written to the dead-letter output",
+            metrics.dead_letters_written.clone(),
+        );
+        let sinks = &metrics.sinks;
+        registry.register(
+            "sink_requests",
+            "Requests sent to a sink",
+            sinks.requests.clone(),
+        );
+        registry.register(
+            "sink_retries",
+            "Requests or documents retried after a temporary failure",
+            sinks.retries.clone(),
+        );
+        registry.register(
+            "sink_documents_written",
+            "Documents written (upserted) by a sink",
+            sinks.documents_written.clone(),
+        );
+        registry.register(
+            "sink_documents_deleted",
+            "Documents deleted by a sink",
+            sinks.documents_deleted.clone(),
+        );
+        registry.register(
+            "sink_documents_rejected",
+            "Documents a sink rejected for good (sent to the dead-letter output)",
+            sinks.documents_rejected.clone(),
+        );
+        registry.register(
+            "sink_requests_in_flight",
+            "Requests to a sink not yet answered",
+            sinks.requests_in_flight.clone(),
+        );
+        registry.register(
+            "sink_request_seconds",
+            "Latency of sink requests",
+            sinks.request_seconds.clone(),
+        );
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a string cannot fail");
+        text
+    }
+
+    /// Accounts for changes written to the change output.
+    pub fn record_changes(&self, changes: &[dataflows::PairChange]) {
+        let mut upserts = 0;
+        let mut live = 0i64;
+        for change in changes {
+            match (change.figures.is_some(), change.previous.is_some()) {
+                (true, false) => live += 1,
+                (false, true) => live -= 1,
+                _ => {}
+            }
+            upserts += u64::from(change.figures.is_some());
+        }
+        self.pairs_upserted.inc_by(upserts);
+        self.pairs_deleted.inc_by(changes.len() as u64 - upserts);
+        self.pairs_live.inc_by(live);
+    }
+
+    pub fn partition(topic: &str, partition: i32) -> PartitionLabels {
+        PartitionLabels {
+            topic: topic.to_owned(),
+            partition,
+        }
+    }
+
+    pub fn sink(name: &str) -> SinkLabels {
+        SinkLabels {
+            sink: name.to_owned(),
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Dead letters to a Kafka topic: key = the record's key, value = the dead-letter JSON
+//! (reason, code, origin, original bytes), headers naming the origin.
+//!
+//! Acknowledgement: a time is acknowledged once every dead letter of it has been
+//! delivered. A message librdkafka fails to deliver (after its own retries) is sent again
+//! with a growing delay: a dead letter is never dropped.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use dataflows::model::Time;
+use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+
+use super::jsonl::dead_letter_json;
+use super::Sink;
+use crate::dead_letter::{DeadLetter, Origin};
+use crate::metrics::Metrics;
+
+#[derive(Default)]
+struct Deliveries {
+    /// Messages not yet delivered, per time.
+    pending: BTreeMap<Time, usize>,
+    /// Failed messages to send again: (time, key, value).
+    failed: Vec<(Time, Option<Vec<u8>>, Vec<u8>)>,
+}
+
+struct DeliveryContext {
+    deliveries: Arc<Mutex<Deliveries>>,
+}
+
+impl ClientContext for DeliveryContext {}
+
+impl ProducerContext for DeliveryContext {
+    type DeliveryOpaque = Box<Time>;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, time: Box<Time>) {
+        let mut deliveries = self.deliveries.lock().expect("poisoned");
+        match result {
+            Ok(_) => {
+                if let Some(count) = deliveries.pending.get_mut(&time) {
+                    *count -= 1;
+                    if *count == 0 {
+                        deliveries.pending.remove(&time);
+                    }
+                }
+            }
+            Err((error, message)) => {
+                tracing::warn!(%error, "a dead letter was not delivered; sending it again");
+                let key = message.key().map(<[u8]>::to_vec);
+                let value = message.payload().unwrap_or_default().to_vec();
+                deliveries.failed.push((*time, key, value));
+            }
+        }
+    }
+}
+
+pub struct KafkaDeadLetterSink {
+    producer: BaseProducer<DeliveryContext>,
+    topic: String,
+    deliveries: Arc<Mutex<Deliveries>>,
+    metrics: Arc<Metrics>,
+    retry_delay: Duration,
+    next_retry: Instant,
+}
+
+impl KafkaDeadLetterSink {
+    pub fn new(
+        config: rdkafka::ClientConfig,
+        topic: String,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
+        let deliveries = Arc::new(Mutex::new(Deliveries::default()));
+        let producer = config
+            .create_with_context(DeliveryContext {
+                deliveries: deliveries.clone(),
+            })
+            .context("cannot create the dead-letter producer")?;
+        Ok(KafkaDeadLetterSink {
+            producer,
+            topic,
+            deliveries,
+            metrics,
+            retry_delay: Duration::from_millis(100),
+            next_retry: Instant::now(),
+        })
+    }
+
+    fn send(
+        &self,
+        time: Time,
+        key: Option<&[u8]>,
+        value: &[u8],
+        headers: OwnedHeaders,
+    ) -> anyhow::Result<()> {
+        let mut record = BaseRecord::with_opaque_to(&self.topic, Box::new(time))
+            .payload(value)
+            .headers(headers);
+        if let Some(key) = key {
+            record = record.key(key);
+        }
+        let mut record = record;
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((
+                    rdkafka::error::KafkaError::MessageProduction(
+                        rdkafka::types::RDKafkaErrorCode::QueueFull,
+                    ),
+                    returned,
+                )) => {
+                    // The local queue is full: serve deliveries, then try again.
+                    self.producer.poll(Duration::from_millis(10));
+                    record = returned;
+                }
+                Err((error, _)) => return Err(error).context("cannot queue a dead letter"),
+            }
+        }
+    }
+
+    fn headers(letter: &DeadLetter) -> OwnedHeaders {
+        let mut headers = OwnedHeaders::new().insert(Header {
+            key: "eligibility.code",
+            value: Some(letter.code.as_bytes()),
+        });
+        if let Origin::Kafka {
+            topic,
+            partition,
+            offset,
+        } = &letter.origin
+        {
+            headers = headers
+                .insert(Header {
+                    key: "eligibility.source.topic",
+                    value: Some(topic.as_bytes()),
+                })
+                .insert(Header {
+                    key: "eligibility.source.partition",
+                    value: Some(partition.to_string().as_bytes()),
+                })
+                .insert(Header {
+                    key: "eligibility.source.offset",
+                    value: Some(offset.to_string().as_bytes()),
+                });
+        }
+        headers
+    }
+}
+
+impl Sink<DeadLetter> for KafkaDeadLetterSink {
+    fn write(&mut self, time: Time, letters: &[DeadLetter]) -> anyhow::Result<()> {
+        if letters.is_empty() {
+            return Ok(());
+        }
+        *self
+            .deliveries
+            .lock()
+            .expect("poisoned")
+            .pending
+            .entry(time)
+            .or_default() += letters.len();
+        for letter in letters {
+            let value = dead_letter_json(letter);
+            self.send(
+                time,
+                letter.key.as_deref().map(str::as_bytes),
+                value.as_bytes(),
+                Self::headers(letter),
+            )?;
+        }
+        self.metrics
+            .dead_letters_written
+            .inc_by(letters.len() as u64);
+        Ok(())
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        self.producer.poll(Duration::ZERO);
+        let failed = std::mem::take(&mut self.deliveries.lock().expect("poisoned").failed);
+        if !failed.is_empty() {
+            if Instant::now() < self.next_retry {
+                self.deliveries.lock().expect("poisoned").failed = failed;
+            } else {
+                for (time, key, value) in failed {
+                    self.send(time, key.as_deref(), &value, OwnedHeaders::new())?;
+                }
+                self.next_retry = Instant::now() + self.retry_delay;
+                self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(10));
+            }
+        } else {
+            self.retry_delay = Duration::from_millis(100);
+        }
+        let deliveries = self.deliveries.lock().expect("poisoned");
+        Ok(match deliveries.pending.keys().next() {
+            Some(first_pending) => {
+                Some(upper.map_or(*first_pending, |upper| upper.min(*first_pending)))
+            }
+            None => upper,
+        })
+    }
+}
+
+impl Drop for KafkaDeadLetterSink {
+    fn drop(&mut self) {
+        let _ = self.producer.flush(Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,83 @@
+//! rdkafka client settings: the job's defaults, the user's pass-through properties over
+//! them, and the few settings correctness depends on over both.
+
+use std::collections::BTreeMap;
+
+use rdkafka::ClientConfig;
+
+use crate::config::KafkaConfig;
+
+fn build(
+    kafka: &KafkaConfig,
+    properties: &BTreeMap<String, String>,
+    client_id: &str,
+    defaults: &[(&str, &str)],
+    required: &[(&str, &str)],
+) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("bootstrap.servers", &kafka.brokers);
+    config.set("client.id", client_id);
+    for (key, value) in defaults {
+        config.set(*key, *value);
+    }
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    for (key, value) in required {
+        config.set(*key, *value);
+    }
+    config
+}
+
+/// A consumer that reads assigned partitions and never commits to a consumer group.
+pub fn consumer_config(
+    kafka: &KafkaConfig,
+    properties: &BTreeMap<String, String>,
+    client_id: &str,
+) -> ClientConfig {
+    let defaults = [
+        // Only names the client to the brokers: partitions are assigned, never subscribed.
+        ("group.id", "eligibility"),
+        // An assigned offset that no longer exists (retention) restarts from the oldest record.
+        ("auto.offset.reset", "earliest"),
+        // Bound what librdkafka prefetches, so memory stays flat during the rebuild.
+        ("queued.max.messages.kbytes", "16384"),
+        // Per-partition lag for the metrics endpoint.
+        ("statistics.interval.ms", "5000"),
+    ];
+    let required = [
+        // Offsets are the job's own progress record, advanced only after the sinks acknowledge.
+        ("enable.auto.commit", "false"),
+        ("enable.auto.offset.store", "false"),
+        // The rebuild at start-up must know when it has reached the end of a partition.
+        ("enable.partition.eof", "true"),
+    ];
+    build(kafka, properties, client_id, &defaults, &required)
+}
+
+/// A producer for `eligibility produce` and the dead-letter topic.
+pub fn producer_config(
+    kafka: &KafkaConfig,
+    properties: &BTreeMap<String, String>,
+    client_id: &str,
+) -> ClientConfig {
+    let defaults = [
+        // Java clients place keys with murmur2; so must we, or a key could change partition.
+        ("partitioner", "murmur2_random"),
+        ("linger.ms", "5"),
+    ];
+    let required = [
+        // Exactly once per send and in order per partition, also across internal retries.
+        ("enable.idempotence", "true"),
+    ];
+    build(kafka, properties, client_id, &defaults, &required)
+}
+
+/// An admin client (topic creation).
+pub fn admin_config(
+    kafka: &KafkaConfig,
+    properties: &BTreeMap<String, String>,
+    client_id: &str,
+) -> ClientConfig {
+    build(kafka, properties, client_id, &[], &[])
+}

@@ -1,0 +1,527 @@
+//! The Kafka source: the `products` and `campaigns` compacted changelogs.
+//!
+//! Each worker reads a fixed share of the partitions (`assignment.rs`) through its own
+//! consumer, one queue per partition, polled without ever blocking. It starts every
+//! partition at the beginning, because the job rebuilds its state from the compacted logs:
+//!
+//! ```text
+//!  rebuild:  offsets below `rebuild_until`   -> chunk times 0, 1, 2, … (bounded chunks)
+//!  live:     the rest                        -> LIVE_TIME_BASE + wall-clock ms batches
+//! ```
+//!
+//! Records become upserts with their offset as sequence number, so the last record of a
+//! key in a batch wins. Rejected records become dead letters carrying topic, partition,
+//! offset and key. At the close of every live batch the worker emits a checkpoint of the
+//! next offset of each of its partitions; the progress record commits it once the sinks
+//! have acknowledged that batch.
+
+pub mod assignment;
+pub mod client;
+pub mod clock;
+pub mod start;
+pub mod topics;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use dataflows::decode::decode_message;
+use dataflows::model::Time;
+use rdkafka::consumer::base_consumer::PartitionQueue;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
+use rdkafka::statistics::Statistics;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use self::assignment::{partitions_of, PartitionId};
+use self::clock::{live_time_now, BatchClock, ChunkClock, LIVE_TIME_BASE};
+use self::start::{PartitionStart, StartPlan};
+use super::{Source, SourceFactory, SourceRecord, SourceStatus};
+use crate::config::{BatchingConfig, KafkaConfig};
+use crate::dead_letter::{DeadLetter, Origin};
+use crate::metrics::Metrics;
+use crate::progress::Checkpoint;
+
+/// The health component name of the source.
+pub const HEALTH_COMPONENT: &str = "kafka";
+
+/// Opens each worker's share of the partitions.
+pub struct KafkaSourceFactory {
+    pub kafka: KafkaConfig,
+    pub batching: BatchingConfig,
+    pub plan: StartPlan,
+    pub metrics: Arc<Metrics>,
+    /// Stop once every partition has been read to its end (for batch runs and tests).
+    pub stop_at_end: bool,
+}
+
+impl SourceFactory for KafkaSourceFactory {
+    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>> {
+        let all: Vec<PartitionId> = self
+            .plan
+            .partitions
+            .iter()
+            .map(|start| start.id.clone())
+            .collect();
+        let owned: Vec<PartitionStart> = partitions_of(&all, worker_index, peers)
+            .into_iter()
+            .map(|id| {
+                self.plan
+                    .partitions
+                    .iter()
+                    .find(|start| start.id == id)
+                    .expect("planned")
+                    .clone()
+            })
+            .collect();
+        let properties = self.kafka.client_properties()?;
+        let client_id = format!("eligibility-worker-{worker_index}");
+        let context = SourceContext::new(self.metrics.clone());
+        let consumer: Arc<BaseConsumer<SourceContext>> = Arc::new(
+            client::consumer_config(&self.kafka, &properties, &client_id)
+                .create_with_context(context)
+                .context("cannot create the Kafka consumer")?,
+        );
+        let mut assignment = TopicPartitionList::new();
+        for start in &owned {
+            assignment.add_partition_offset(
+                &start.id.topic,
+                start.id.partition,
+                Offset::Beginning,
+            )?;
+        }
+        consumer
+            .assign(&assignment)
+            .context("cannot assign the partitions")?;
+        let mut partitions = Vec::with_capacity(owned.len());
+        let mut queues = Vec::with_capacity(owned.len());
+        for start in owned {
+            let queue = consumer
+                .split_partition_queue(&start.id.topic, start.id.partition)
+                .with_context(|| {
+                    format!(
+                        "cannot open the queue of {}/{}",
+                        start.id.topic, start.id.partition
+                    )
+                })?;
+            tracing::debug!(worker = worker_index, topic = %start.id.topic, partition = start.id.partition, rebuild_until = start.rebuild_until, "reading partition");
+            queues.push(queue);
+            partitions.push(OwnedPartition {
+                reached: start.rebuild_until <= 0,
+                id: start.id,
+                rebuild_until: start.rebuild_until,
+                next_offset: 0,
+                held_back: Vec::new(),
+                at_end: false,
+            });
+        }
+        let rebuilding = partitions.iter().any(|p| !p.reached);
+        Ok(Box::new(KafkaSource {
+            consumer,
+            partitions,
+            queues,
+            phase: if rebuilding {
+                Phase::Rebuilding
+            } else {
+                Phase::Live
+            },
+            chunks: ChunkClock::new(self.kafka.rehydration_chunk_records),
+            batches: BatchClock::new(
+                self.batching.max_records,
+                Duration::from_millis(self.batching.max_delay_ms),
+                self.plan.not_before,
+            ),
+            max_unacknowledged: self.kafka.max_unacknowledged_ms,
+            metrics: self.metrics.clone(),
+            batch_records: 0,
+            next_partition: 0,
+            worker_index,
+            stop_at_end: self.stop_at_end,
+            last_error_log: None,
+            rebuild_started: Instant::now(),
+        }))
+    }
+}
+
+/// Feeds librdkafka's errors and statistics into the health report and the lag gauges.
+pub struct SourceContext {
+    metrics: Arc<Metrics>,
+    last_error_log: Mutex<Option<Instant>>,
+}
+
+impl SourceContext {
+    fn new(metrics: Arc<Metrics>) -> Self {
+        SourceContext {
+            metrics,
+            last_error_log: Mutex::new(None),
+        }
+    }
+}
+
+impl ClientContext for SourceContext {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
+        // Connection failures also arrive through `error`, which says them once per interval.
+        use rdkafka::config::RDKafkaLogLevel as Level;
+        let serious = matches!(
+            level,
+            Level::Emerg | Level::Alert | Level::Critical | Level::Error | Level::Warning
+        );
+        if serious && fac != "FAIL" {
+            tracing::warn!(facility = fac, "librdkafka: {log_message}");
+        } else {
+            tracing::debug!(facility = fac, "librdkafka: {log_message}");
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // The end of a partition is news for the partition queue, not an error.
+        if matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        ) {
+            return;
+        }
+        if matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown)) {
+            self.metrics
+                .health
+                .set_unhealthy(HEALTH_COMPONENT, format!("no broker reachable: {reason}"));
+        }
+        let mut last = self.last_error_log.lock().expect("poisoned");
+        if last.is_none_or(|at| at.elapsed() >= ERROR_LOG_INTERVAL) {
+            *last = Some(Instant::now());
+            tracing::warn!(%error, reason, "Kafka client error; librdkafka keeps retrying");
+        }
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        let connected = statistics
+            .brokers
+            .values()
+            .any(|broker| broker.nodeid >= 0 && broker.state == "UP");
+        if connected {
+            self.metrics.health.set_healthy(HEALTH_COMPONENT);
+        } else {
+            self.metrics
+                .health
+                .set_unhealthy(HEALTH_COMPONENT, "no connection to any broker");
+        }
+        for (topic, stats) in statistics.topics {
+            for (partition, stats) in stats.partitions {
+                // librdkafka's own lag counts from committed offsets, which the job never
+                // commits to Kafka; the lag that matters is behind what the job has read.
+                if partition >= 0 && stats.hi_offset >= 0 {
+                    let position = if stats.app_offset >= 0 {
+                        stats.app_offset
+                    } else {
+                        stats.lo_offset.max(0)
+                    };
+                    self.metrics
+                        .consumer_lag
+                        .get_or_create(&Metrics::partition(&topic, partition))
+                        .set((stats.hi_offset - position).max(0));
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for SourceContext {}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Rebuilding,
+    Live,
+}
+
+struct OwnedPartition {
+    id: PartitionId,
+    rebuild_until: i64,
+    /// The offset after the last record handed out.
+    next_offset: i64,
+    /// Whether the rebuild of this partition is complete.
+    reached: bool,
+    /// Records read past `rebuild_until` while other partitions were still rebuilding.
+    held_back: Vec<OwnedMessage>,
+    /// Whether the last poll reached the partition's end.
+    at_end: bool,
+}
+
+pub struct KafkaSource {
+    consumer: Arc<BaseConsumer<SourceContext>>,
+    partitions: Vec<OwnedPartition>,
+    /// One queue per partition, in the order of `partitions`.
+    queues: Vec<PartitionQueue<SourceContext>>,
+    phase: Phase,
+    chunks: ChunkClock,
+    batches: BatchClock,
+    max_unacknowledged: u64,
+    metrics: Arc<Metrics>,
+    batch_records: u64,
+    next_partition: usize,
+    worker_index: usize,
+    stop_at_end: bool,
+    last_error_log: Option<Instant>,
+    rebuild_started: Instant,
+}
+
+/// How often a repeated consumer error is logged.
+const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+impl KafkaSource {
+    /// Turns one message into a record at `time`.
+    fn record(
+        id: &PartitionId,
+        time: Time,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        offset: i64,
+        metrics: &Metrics,
+    ) -> SourceRecord {
+        metrics
+            .records_consumed
+            .get_or_create(&Metrics::partition(&id.topic, id.partition))
+            .inc();
+        match decode_message(id.kind, key, payload) {
+            Ok(record) => SourceRecord::from_record(time, offset as u64, record),
+            Err(error) => {
+                let origin = Origin::Kafka {
+                    topic: id.topic.clone(),
+                    partition: id.partition,
+                    offset,
+                };
+                let key = key.map(|key| String::from_utf8_lossy(key).into_owned());
+                SourceRecord::Rejected(
+                    time,
+                    DeadLetter::new(origin, key, &error, payload.unwrap_or_default()),
+                )
+            }
+        }
+    }
+
+    /// Hands out one message of partition `index` as a record, closing the batch it fills.
+    fn emit(
+        &mut self,
+        index: usize,
+        key: Option<&[u8]>,
+        payload: Option<&[u8]>,
+        offset: i64,
+        now: Instant,
+        out: &mut Vec<SourceRecord>,
+    ) {
+        let (time, closed) = match self.phase {
+            Phase::Rebuilding => (self.chunks.time_for_record(), false),
+            Phase::Live => {
+                self.batch_records += 1;
+                let time = self.batches.time_for_record(now, live_time_now());
+                (time, !self.batches.is_open())
+            }
+        };
+        let partition = &mut self.partitions[index];
+        partition.next_offset = offset + 1;
+        out.push(Self::record(
+            &partition.id,
+            time,
+            key,
+            payload,
+            offset,
+            &self.metrics,
+        ));
+        if closed {
+            out.push(self.closed_batch(time));
+        }
+    }
+
+    /// Accounts for a closed batch, and checkpoints the next offset of every partition.
+    fn closed_batch(&mut self, time: Time) -> SourceRecord {
+        self.metrics.batches_closed.inc();
+        self.metrics
+            .batch_records
+            .observe(self.batch_records as f64);
+        self.batch_records = 0;
+        let checkpoints = self
+            .partitions
+            .iter()
+            .map(|p| Checkpoint {
+                topic: p.id.topic.clone(),
+                partition: p.id.partition,
+                next_offset: p.next_offset.max(p.rebuild_until),
+            })
+            .collect();
+        SourceRecord::Checkpoint(time, checkpoints)
+    }
+
+    fn log_error(&mut self, error: &KafkaError) {
+        let due = self
+            .last_error_log
+            .is_none_or(|last| last.elapsed() >= ERROR_LOG_INTERVAL);
+        if due {
+            self.last_error_log = Some(Instant::now());
+            tracing::warn!(worker = self.worker_index, %error, "Kafka consumer error; librdkafka keeps retrying");
+        }
+    }
+
+    fn go_live(&mut self, out: &mut Vec<SourceRecord>) -> anyhow::Result<()> {
+        self.phase = Phase::Live;
+        tracing::info!(
+            worker = self.worker_index,
+            seconds = self.rebuild_started.elapsed().as_secs_f64(),
+            "rebuild complete; reading live"
+        );
+        let mut paused = TopicPartitionList::new();
+        let now = Instant::now();
+        for index in 0..self.partitions.len() {
+            let held: Vec<OwnedMessage> = std::mem::take(&mut self.partitions[index].held_back);
+            if !held.is_empty() {
+                let p = &self.partitions[index];
+                paused.add_partition(&p.id.topic, p.id.partition);
+            }
+            for message in held {
+                self.emit(
+                    index,
+                    message.key(),
+                    message.payload(),
+                    message.offset(),
+                    now,
+                    out,
+                );
+            }
+        }
+        if paused.count() > 0 {
+            self.consumer
+                .resume(&paused)
+                .context("cannot resume the partitions")?;
+        }
+        // Everything below the rebuild point is now covered: checkpoint it.
+        if let Some(time) = self.batches.empty_batch(live_time_now()) {
+            out.push(self.closed_batch(time));
+        }
+        Ok(())
+    }
+
+    /// Handles a message of partition `index`, read at `now`.
+    fn accept(
+        &mut self,
+        index: usize,
+        message: &BorrowedMessage<'_>,
+        now: Instant,
+        out: &mut Vec<SourceRecord>,
+    ) -> anyhow::Result<()> {
+        let offset = message.offset();
+        if self.phase == Phase::Rebuilding && offset >= self.partitions[index].rebuild_until {
+            // Past the rebuild point: keep it for the live phase and stop fetching here.
+            let partition = &mut self.partitions[index];
+            partition.held_back.push(message.detach());
+            if !partition.reached {
+                partition.reached = true;
+                let mut pause = TopicPartitionList::new();
+                pause.add_partition(&partition.id.topic, partition.id.partition);
+                self.consumer
+                    .pause(&pause)
+                    .context("cannot pause a rebuilt partition")?;
+            }
+            return Ok(());
+        }
+        self.emit(index, message.key(), message.payload(), offset, now, out);
+        let partition = &mut self.partitions[index];
+        partition.at_end = false;
+        if self.phase == Phase::Rebuilding && partition.next_offset >= partition.rebuild_until {
+            partition.reached = true;
+        }
+        Ok(())
+    }
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus> {
+        let now = Instant::now();
+        // Serves errors and statistics; messages all go to the partition queues.
+        while let Some(result) = self.consumer.poll(Duration::ZERO) {
+            match result {
+                Ok(message) => {
+                    tracing::warn!(topic = message.topic(), "message on the main queue ignored")
+                }
+                Err(error) => self.log_error(&error),
+            }
+        }
+        let count = self.partitions.len();
+        // Messages borrow their queue; the queues are set aside while `self` changes.
+        let queues = std::mem::take(&mut self.queues);
+        let mut taken = 0;
+        let mut idle_partitions = 0;
+        let share = (budget / count.max(1)).max(1);
+        while taken < budget && idle_partitions < count {
+            let index = self.next_partition % count;
+            self.next_partition = self.next_partition.wrapping_add(1);
+            let mut from_this = 0;
+            while from_this < share {
+                match queues[index].poll(Duration::ZERO) {
+                    None => break,
+                    Some(Ok(message)) => {
+                        if let Err(error) = self.accept(index, &message, now, out) {
+                            drop(message);
+                            self.queues = queues;
+                            return Err(error);
+                        }
+                        from_this += 1;
+                    }
+                    Some(Err(KafkaError::PartitionEOF(_))) => {
+                        let partition = &mut self.partitions[index];
+                        partition.at_end = true;
+                        if self.phase == Phase::Rebuilding && !partition.reached {
+                            partition.reached = true;
+                        }
+                        break;
+                    }
+                    Some(Err(error)) => {
+                        self.log_error(&error);
+                        break;
+                    }
+                }
+            }
+            if from_this == 0 {
+                idle_partitions += 1;
+            } else {
+                idle_partitions = 0;
+            }
+            taken += from_this;
+        }
+        self.queues = queues;
+        if self.phase == Phase::Rebuilding && self.partitions.iter().all(|p| p.reached) {
+            self.go_live(out)?;
+        }
+        if self.phase == Phase::Live {
+            if let Some(time) = self.batches.tick(Instant::now(), taken == 0) {
+                out.push(self.closed_batch(time));
+            }
+            let caught_up = self
+                .partitions
+                .iter()
+                .all(|p| p.at_end && p.held_back.is_empty());
+            if self.stop_at_end && caught_up && !self.batches.is_open() {
+                return Ok(SourceStatus::Exhausted);
+            }
+        }
+        Ok(SourceStatus::Open)
+    }
+
+    fn frontier(&self) -> Time {
+        match self.phase {
+            Phase::Rebuilding => self.chunks.frontier(),
+            Phase::Live => self.batches.frontier(live_time_now()),
+        }
+    }
+
+    fn backpressure_floor(&self) -> Time {
+        match self.phase {
+            // At most two chunks in flight keeps the rebuild's memory flat.
+            Phase::Rebuilding => self.chunks.frontier().saturating_sub(2),
+            // Live records wait until the rebuild is reconciled (acknowledged past the base).
+            Phase::Live => self
+                .frontier()
+                .saturating_sub(self.max_unacknowledged)
+                .max(LIVE_TIME_BASE),
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! The job against a real Apache Kafka broker (start it with `scripts/kafka.sh start`;
+//! `scripts/test.sh` does). Each test has its own topics; they run one at a time, since one
+//! of them restarts the broker.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use dataflows::model::{PairChange, PairKey};
+use dataflows::reference::{changes_between, PairState};
+use eligibility::change_log::read_changes;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use support::kafka::{
+    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase,
+    BROKER,
+};
+use support::{binary, free_port, path_str};
+
+fn serial() -> MutexGuard<'static, ()> {
+    BROKER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The output contract on a change log: an upsert never repeats the pair's current figures,
+/// a delete never names a missing pair.
+fn assert_contract(changes: &[PairChange]) {
+    let mut state = PairState::new();
+    for change in changes {
+        match change.figures {
+            Some(figures) => assert_ne!(
+                state.insert(change.pair.clone(), figures),
+                Some(figures),
+                "repeated upsert: {change:?}"
+            ),
+            None => assert!(
+                state.remove(&change.pair).is_some(),
+                "delete of a missing pair: {change:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn a_produced_log_ends_in_the_brute_force_state() {
+    let _serial = serial();
+    let case = KafkaCase::new("e2e", false);
+    let lines = generated_lines(case.dir.path(), 3_000, 6_000, 3);
+    case.produce(&lines, 4);
+    case.run_to_end(&case.config, &["--workers", "2"]);
+
+    let changes = read_changes(&case.changes_path()).unwrap();
+    assert_contract(&changes);
+    assert_eq!(
+        change_log_state(&case.changes_path()),
+        expected_state(&lines)
+    );
+    let rejected = std::fs::read_to_string(case.dir.path().join("rejected.jsonl")).unwrap();
+    let expected_rejections = lines
+        .iter()
+        .filter(|line| dataflows::decode::split_envelope(line.as_bytes()).is_ok())
+        .filter(|line| dataflows::decode::decode_envelope(line.as_bytes()).is_err())
+        .count();
+    assert!(expected_rejections > 0);
+    assert_eq!(rejected.lines().count(), expected_rejections);
+    for letter in rejected.lines() {
+        let letter: serde_json::Value = serde_json::from_str(letter).unwrap();
+        assert!(
+            letter["topic"].is_string()
+                && letter["partition"].is_number()
+                && letter["offset"].is_number(),
+            "{letter}"
+        );
+    }
+}
+
+#[test]
+fn a_job_killed_mid_stream_resumes_exactly_without_rewriting() {
+    let _serial = serial();
+    let case = KafkaCase::new("restart", false);
+    let lines = generated_lines(case.dir.path(), 3_000, 12_000, 5);
+    let (first, rest) = lines.split_at(4_000);
+    case.produce(first, 3);
+    let mut job = case.spawn(&case.config, &["--workers", "2"]);
+    let chunks: Vec<&[String]> = rest.chunks(1_000).collect();
+    for (index, chunk) in chunks.iter().enumerate() {
+        case.produce(chunk, 3);
+        if index == chunks.len() / 2 {
+            wait_until(
+                "the first run has written changes",
+                Duration::from_secs(60),
+                || !change_log_state(&case.changes_path()).is_empty(),
+            );
+            job.kill();
+        }
+    }
+    let written_before_restart = read_changes(&case.changes_path()).unwrap().len();
+    assert!(
+        case.dir.path().join("changes.jsonl.progress.json").exists(),
+        "the first run committed progress"
+    );
+
+    case.run_to_end(&case.config, &["--workers", "2"]);
+    let changes = read_changes(&case.changes_path()).unwrap();
+    assert!(
+        changes.len() > written_before_restart,
+        "the second run wrote the rest"
+    );
+    // Across both runs: nothing written twice with the same figures, nothing lost.
+    assert_contract(&changes);
+    assert_eq!(
+        change_log_state(&case.changes_path()),
+        expected_state(&lines)
+    );
+
+    // A third start finds everything in place and writes nothing.
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(
+        read_changes(&case.changes_path()).unwrap().len(),
+        changes.len()
+    );
+}
+
+#[test]
+fn a_campaign_edit_on_a_running_job_writes_only_that_campaigns_pairs() {
+    let _serial = serial();
+    let case = KafkaCase::new("edit", false);
+    let mut lines = generated_lines(case.dir.path(), 2_000, 2_000, 8);
+    case.produce(&lines, 3);
+    let mut job = case.spawn(&case.config, &["--workers", "2"]);
+    let before = expected_state(&lines);
+    wait_until("the job has caught up", Duration::from_secs(60), || {
+        change_log_state(&case.changes_path()) == before
+    });
+    let written_before = read_changes(&case.changes_path()).unwrap().len();
+
+    // The campaign with the most pairs gets a stricter stock floor.
+    let mut per_campaign = std::collections::BTreeMap::<String, usize>::new();
+    for pair in before.keys() {
+        *per_campaign.entry(pair.campaign_id.clone()).or_default() += 1;
+    }
+    let (campaign, _) = per_campaign
+        .iter()
+        .max_by_key(|(_, count)| **count)
+        .unwrap();
+    let edit =
+        format!(r#"{{"topic": "campaigns", "key": "{campaign}", "value": {{"min_stock": 40}}}}"#);
+    lines.push(edit.clone());
+    case.produce(&[edit], 3);
+    let after = expected_state(&lines);
+    wait_until("the edit is written", Duration::from_secs(60), || {
+        change_log_state(&case.changes_path()) == after
+    });
+    // Give a wrong extra write the chance to show up.
+    std::thread::sleep(Duration::from_millis(500));
+    job.kill();
+
+    let new_changes: Vec<PairChange> = read_changes(&case.changes_path())
+        .unwrap()
+        .split_off(written_before);
+    assert!(!new_changes.is_empty());
+    assert!(
+        new_changes
+            .iter()
+            .all(|change| &change.pair.campaign_id == campaign),
+        "another campaign's pair was written"
+    );
+    let written: BTreeSet<PairKey> = new_changes
+        .iter()
+        .map(|change| change.pair.clone())
+        .collect();
+    let really_changed: BTreeSet<PairKey> = changes_between(&before, &after, 0)
+        .into_iter()
+        .map(|change| change.pair)
+        .collect();
+    assert_eq!(written, really_changed);
+    assert_eq!(
+        new_changes.len(),
+        really_changed.len(),
+        "each changed pair is written once"
+    );
+}
+
+fn kafka_script(command: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh");
+    let status = Command::new("bash")
+        .arg(script)
+        .arg(command)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "scripts/kafka.sh {command} failed");
+}
+
+#[test]
+fn a_broker_restart_pauses_the_job_and_loses_nothing() {
+    let _serial = serial();
+    let case = KafkaCase::new("broker-restart", false);
+    let port = free_port();
+    case.write_config(&case.config, "changes.jsonl", 200, Some(port));
+    let lines = generated_lines(case.dir.path(), 2_000, 4_000, 13);
+    let (first, rest) = lines.split_at(3_000);
+    case.produce(first, 3);
+    let mut job = case.spawn(&case.config, &[]);
+    let first_state = expected_state(first);
+    wait_until("the job has caught up", Duration::from_secs(60), || {
+        change_log_state(&case.changes_path()) == first_state
+    });
+
+    // The metrics endpoint says what the job did, and that it is healthy.
+    wait_until("/health says healthy", Duration::from_secs(30), || {
+        http_get(port, "/health").is_some_and(|(status, _)| status == 200)
+    });
+    let partition_zero = format!(r#"topic="{}",partition="0""#, case.products_topic);
+    for expected in [
+        format!("eligibility_records_consumed_total{{{partition_zero}}}"),
+        "eligibility_records_rejected_total{code=".to_owned(),
+        "eligibility_batches_closed_total ".to_owned(),
+        "eligibility_batch_records_bucket".to_owned(),
+        "eligibility_batch_latency_seconds_bucket".to_owned(),
+        "eligibility_output_frontier ".to_owned(),
+        format!("eligibility_committed_offset{{{partition_zero}}}"),
+        "eligibility_consumer_lag{".to_owned(),
+    ] {
+        wait_until(
+            &format!("/metrics shows {expected}"),
+            Duration::from_secs(30),
+            || {
+                http_get(port, "/metrics")
+                    .is_some_and(|(status, metrics)| status == 200 && metrics.contains(&expected))
+            },
+        );
+    }
+
+    kafka_script("stop");
+    wait_until(
+        "/health reports the broker outage",
+        Duration::from_secs(60),
+        || {
+            http_get(port, "/health")
+                .is_some_and(|(status, body)| status == 503 && body.contains("kafka"))
+        },
+    );
+    assert!(
+        job.is_running(),
+        "the job must wait for the broker, not exit"
+    );
+    kafka_script("start");
+
+    case.produce(rest, 3);
+    let all = expected_state(&lines);
+    wait_until(
+        "the job has resumed and caught up",
+        Duration::from_secs(120),
+        || change_log_state(&case.changes_path()) == all,
+    );
+    wait_until("/health recovers", Duration::from_secs(60), || {
+        http_get(port, "/health").is_some_and(|(status, _)| status == 200)
+    });
+    job.kill();
+    assert_contract(&read_changes(&case.changes_path()).unwrap());
+}
+
+#[test]
+fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
+    let _serial = serial();
+    let case = KafkaCase::new("dead-letters", true);
+    let good = r#"{"topic": "products", "key": "p-1", "value": {"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 9.99, "stock": 4}}"#;
+    let campaign = r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#;
+    case.produce(&[good.to_owned(), campaign.to_owned()], 1);
+
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    // (key, value, the code its dead letter must carry)
+    type BadRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, &'a str);
+    let bad: Vec<BadRecord> = vec![
+        // A compacted topic refuses records without a key; an empty key gets through.
+        (
+            Some(b""),
+            Some(br#"{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 1, "stock": 1}"#),
+            "missing_key",
+        ),
+        (Some(b"p-2"), Some(b"\xff\xfe"), "not_utf8"),
+        (Some(b"p-3"), Some(b"{not json"), "invalid_json"),
+        (
+            Some(b"p-1"),
+            Some(br#"{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 1, "stock": -1}"#),
+            "negative",
+        ),
+        (
+            Some(b"p-4"),
+            Some(br#"{"category_id": 2, "brand_id": 3, "price": 1, "stock": 1}"#),
+            "missing_field",
+        ),
+    ];
+    for (key, value, _) in &bad {
+        let mut record = BaseRecord::<[u8], [u8]>::to(&case.products_topic).partition(0);
+        if let Some(key) = key {
+            record = record.key(*key);
+        }
+        if let Some(value) = value {
+            record = record.payload(*value);
+        }
+        producer.send(record).map_err(|(error, _)| error).unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", "dead-letter-test")
+        .create()
+        .unwrap();
+    let (_, end) = consumer
+        .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        end,
+        1 + bad.len() as i64,
+        "every bad record is on the topic"
+    );
+    case.run_to_end(&case.config, &[]);
+    // The bad update to p-1 (stock -1) left its previous state in place.
+    assert_eq!(
+        change_log_state(&case.changes_path()),
+        expected_state(&[good.to_owned(), campaign.to_owned()])
+    );
+    assert_eq!(
+        change_log_state(&case.changes_path())
+            .values()
+            .next()
+            .map(|f| f.eligible_stock),
+        Some(4)
+    );
+
+    let mut assignment = TopicPartitionList::new();
+    let topic = case.dead_letter_topic.clone().unwrap();
+    assignment
+        .add_partition_offset(&topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let mut letters = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while letters.len() < bad.len() && std::time::Instant::now() < deadline {
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
+            let value: serde_json::Value =
+                serde_json::from_slice(message.payload().unwrap()).unwrap();
+            letters.push(value);
+        }
+    }
+    assert_eq!(letters.len(), bad.len(), "{letters:?}");
+    for (index, (key, _, code)) in bad.iter().enumerate() {
+        let letter = &letters[index];
+        assert_eq!(letter["code"], *code, "{letter}");
+        assert_eq!(letter["topic"], case.products_topic.as_str());
+        assert_eq!(letter["partition"], 0);
+        assert_eq!(letter["offset"], index as i64 + 1, "{letter}");
+        assert_eq!(letter["key"].as_str().map(str::as_bytes), *key);
+        assert!(!letter["reason"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(letters[1]["raw_base64"], "//4=");
+}
+
+#[test]
+fn two_processes_of_two_workers_agree_with_one_worker() {
+    let _serial = serial();
+    let case = KafkaCase::new("cluster", false);
+    let lines = generated_lines(case.dir.path(), 3_000, 5_000, 21);
+    case.produce(&lines, 6);
+    case.run_to_end(&case.config, &[]);
+
+    let cluster_config = case.dir.path().join("cluster.toml");
+    case.write_config(&cluster_config, "cluster-changes.jsonl", 200, None);
+    let hostfile = case.dir.path().join("hosts.txt");
+    std::fs::write(
+        &hostfile,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+    )
+    .unwrap();
+    let processes: Vec<_> = (0..2)
+        .map(|process| {
+            Command::new(binary())
+                .args([
+                    "run",
+                    "--config",
+                    path_str(&cluster_config),
+                    "--stop-at-end",
+                    "--progress-secs",
+                    "0",
+                ])
+                .args([
+                    "--workers",
+                    "2",
+                    "--processes",
+                    "2",
+                    "--hostfile",
+                    path_str(&hostfile),
+                ])
+                .args(["--process", &process.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for process in processes {
+        let output = process.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let single = change_log_state(&case.changes_path());
+    assert_eq!(single, expected_state(&lines));
+    assert_eq!(
+        change_log_state(&case.dir.path().join("cluster-changes.jsonl")),
+        single
+    );
+}

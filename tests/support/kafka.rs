@@ -1,0 +1,272 @@
+//! Helpers for the tests that run against the real Kafka broker (`scripts/kafka.sh start`).
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use dataflows::decode::decode_envelope;
+use dataflows::reference::{PairState, ReferenceState};
+use eligibility::change_log::{fold_state, read_changes};
+
+use super::{binary, path_str, run_ok};
+
+/// Tests that stop the broker must not overlap with the others.
+pub static BROKER: Mutex<()> = Mutex::new(());
+
+pub fn brokers() -> String {
+    std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
+}
+
+/// Fails with a clear message when no broker answers.
+pub fn require_broker() {
+    let address = brokers();
+    let first = address.split(',').next().unwrap().to_owned();
+    let reachable = std::net::TcpStream::connect_timeout(
+        &first.parse().expect("host:port"),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    assert!(reachable, "no Kafka broker at {address}: start one with scripts/kafka.sh start (scripts/test.sh does)");
+}
+
+/// A test's own topics, job config and output files.
+pub struct KafkaCase {
+    pub dir: tempfile::TempDir,
+    pub products_topic: String,
+    pub campaigns_topic: String,
+    pub dead_letter_topic: Option<String>,
+    pub config: PathBuf,
+}
+
+impl KafkaCase {
+    pub fn new(name: &str, dead_letter_topic: bool) -> Self {
+        require_broker();
+        let dir = tempfile::tempdir().unwrap();
+        let unique = format!(
+            "{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        );
+        let case = KafkaCase {
+            products_topic: format!("{unique}-products"),
+            campaigns_topic: format!("{unique}-campaigns"),
+            dead_letter_topic: dead_letter_topic.then(|| format!("{unique}-dead-letters")),
+            config: dir.path().join("job.toml"),
+            dir,
+        };
+        case.write_config(&case.config, "changes.jsonl", 200, None);
+        case
+    }
+
+    /// Writes a job config for these topics, with its own change log and, if given, the
+    /// metrics endpoint on `metrics_port`.
+    pub fn write_config(
+        &self,
+        path: &Path,
+        changes: &str,
+        max_records: u64,
+        metrics_port: Option<u16>,
+    ) {
+        let listen = metrics_port
+            .map(|port| format!("127.0.0.1:{port}"))
+            .unwrap_or_default();
+        let dead_letter = match &self.dead_letter_topic {
+            Some(topic) => format!("topic = {topic:?}"),
+            None => format!(
+                "path = {:?}",
+                path_str(&self.dir.path().join("rejected.jsonl"))
+            ),
+        };
+        let text = format!(
+            r#"
+[kafka]
+brokers = {brokers:?}
+products_topic = {products:?}
+campaigns_topic = {campaigns:?}
+rehydration_chunk_records = 500
+
+[batching]
+max_records = {max_records}
+max_delay_ms = 20
+
+[sinks.jsonl]
+path = {changes:?}
+sync_interval_ms = 20
+
+[dead_letter]
+{dead_letter}
+
+[progress]
+interval_ms = 20
+
+[metrics]
+listen = {listen:?}
+"#,
+            brokers = brokers(),
+            products = self.products_topic,
+            campaigns = self.campaigns_topic,
+            changes = path_str(&self.dir.path().join(changes)),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn changes_path(&self) -> PathBuf {
+        self.dir.path().join("changes.jsonl")
+    }
+
+    /// Writes `lines` as an event log and loads it into the topics.
+    pub fn produce(&self, lines: &[String], partitions: i32) {
+        let log = self
+            .dir
+            .path()
+            .join(format!("events-{}.jsonl", rand_suffix()));
+        std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+        run_ok(&[
+            "produce",
+            "--input",
+            path_str(&log),
+            "--config",
+            path_str(&self.config),
+            "--partitions",
+            &partitions.to_string(),
+        ]);
+    }
+
+    /// Runs the job to the end of the topics and waits for it.
+    pub fn run_to_end(&self, config: &Path, extra: &[&str]) {
+        let mut args = vec![
+            "run",
+            "--config",
+            path_str(config),
+            "--stop-at-end",
+            "--progress-secs",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        run_ok(&args);
+    }
+
+    /// Starts the job in the background, following the topics.
+    pub fn spawn(&self, config: &Path, extra: &[&str]) -> JobProcess {
+        let child = Command::new(binary())
+            .args(["run", "--config", path_str(config), "--progress-secs", "0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        JobProcess(child)
+    }
+}
+
+/// A job running in the background; killed when dropped, so a failing test leaves none behind.
+pub struct JobProcess(pub Child);
+
+impl JobProcess {
+    /// Kills it hard (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for JobProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// The pair state a log of events should lead to, by brute force.
+pub fn expected_state(lines: &[String]) -> PairState {
+    let mut state = ReferenceState::default();
+    for line in lines {
+        if let Ok(record) = decode_envelope(line.as_bytes()) {
+            state.apply(&record.key, &record.change);
+        }
+    }
+    state.pairs()
+}
+
+/// The state a change log describes (empty if it does not exist yet).
+pub fn change_log_state(path: &Path) -> PairState {
+    if !path.exists() {
+        return PairState::new();
+    }
+    fold_state(&read_changes(path).unwrap())
+}
+
+/// A plain HTTP GET on loopback: (status, body).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Waits until `condition` holds, failing after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Generates an event log with the project's generator.
+pub fn generated_lines(dir: &Path, products: u64, updates: u64, seed: u64) -> Vec<String> {
+    let path = dir.join(format!("generated-{seed}.jsonl"));
+    run_ok(&[
+        "generate",
+        "--products",
+        &products.to_string(),
+        "--sellers",
+        "40",
+        "--categories",
+        "25",
+        "--brands",
+        "20",
+        "--campaigns",
+        "12",
+        "--updates",
+        &updates.to_string(),
+        "--malformed",
+        "0.01",
+        "--seed",
+        &seed.to_string(),
+        "--output",
+        path_str(&path),
+    ]);
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
