@@ -16,6 +16,8 @@ pub enum Origin {
         partition: i32,
         offset: i64,
     },
+    /// A document a sink's destination refused for good.
+    Document { sink: String, id: String },
 }
 
 /// One rejected record.
@@ -33,6 +35,20 @@ pub struct DeadLetter {
 }
 
 impl DeadLetter {
+    /// A document `sink` could not write, with the destination's reason.
+    pub fn document(sink: &str, id: &str, code: &str, reason: String, body: Vec<u8>) -> Self {
+        DeadLetter {
+            origin: Origin::Document {
+                sink: sink.to_owned(),
+                id: id.to_owned(),
+            },
+            key: Some(id.to_owned()),
+            code: code.to_owned(),
+            reason,
+            raw: body,
+        }
+    }
+
     pub fn new(
         origin: Origin,
         key: Option<String>,

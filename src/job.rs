@@ -37,7 +37,7 @@ use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Filter;
-use timely::dataflow::operators::{Concat, Input, Probe};
+use timely::dataflow::operators::{Concatenate, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
@@ -59,25 +59,57 @@ pub enum Route {
     ByPair,
 }
 
-/// Opens the sinks of each worker.
-pub trait SinkFactory: Send + Sync + 'static {
-    fn route(&self) -> Route;
-    /// The change sink of `worker_index`, or `None` on a worker that writes no changes.
-    fn change_sink(&self, worker_index: usize)
-        -> anyhow::Result<Option<Box<dyn Sink<PairChange>>>>;
-    /// The dead-letter sink; dead letters always go to worker 0.
-    fn dead_letter_sink(
-        &self,
-        worker_index: usize,
-    ) -> anyhow::Result<Option<Box<dyn Sink<DeadLetter>>>>;
+/// The pairs a sink holds: what a resumed run reconciles with.
+pub type HeldPairs = Vec<(PairKey, PairFigures)>;
+
+/// Opens the sink of a worker, or `None` on a worker without one.
+pub type OpenSink<R> = Box<dyn Fn(usize) -> anyhow::Result<Option<Box<dyn Sink<R>>>> + Send + Sync>;
+
+/// One destination of the pair changes. With several, each gets its own reconciliation
+/// and a time is acknowledged once every one of them has acknowledged it.
+pub struct ChangeOutput {
+    pub name: String,
+    pub route: Route,
+    pub open: OpenSink<PairChange>,
+    /// What the sink holds, for a resumed run; fed in by worker 0.
+    pub held: Mutex<Option<HeldPairs>>,
 }
 
-/// How a resumed job starts its output from what the sinks hold.
-pub struct Resume {
-    /// The first time whose changes are written; earlier times rebuild state.
-    pub live_from: Time,
-    /// The pairs the sinks hold, fed in by worker 0.
-    pub held: Mutex<Option<Vec<(PairKey, PairFigures)>>>,
+impl ChangeOutput {
+    /// An output whose one sink, opened already, belongs to worker 0.
+    pub fn on_first_worker(
+        name: &str,
+        sink: Option<Box<dyn Sink<PairChange>>>,
+        held: HeldPairs,
+    ) -> Self {
+        let slot = Mutex::new(sink);
+        ChangeOutput {
+            name: name.to_owned(),
+            route: Route::FirstWorker,
+            open: Box::new(move |worker| {
+                Ok(if worker == 0 {
+                    slot.lock().expect("poisoned").take()
+                } else {
+                    None
+                })
+            }),
+            held: Mutex::new(Some(held)),
+        }
+    }
+}
+
+/// Opens the dead-letter sink on worker 0 (and nowhere else) from one already opened.
+pub fn dead_letters_on_first_worker(
+    sink: Option<Box<dyn Sink<DeadLetter>>>,
+) -> OpenSink<DeadLetter> {
+    let slot = Mutex::new(sink);
+    Box::new(move |worker| {
+        Ok(if worker == 0 {
+            slot.lock().expect("poisoned").take()
+        } else {
+            None
+        })
+    })
 }
 
 /// Where and how often the progress record is saved.
@@ -91,11 +123,14 @@ pub struct ProgressCommit {
 pub struct Job {
     pub cluster: ClusterOptions,
     pub source: Arc<dyn SourceFactory>,
-    pub sinks: Arc<dyn SinkFactory>,
+    pub changes: Vec<ChangeOutput>,
+    pub dead_letters: OpenSink<DeadLetter>,
     pub metrics: Arc<Metrics>,
     /// How often worker 0 reports progress on stderr; `None` for never.
     pub progress_every: Option<Duration>,
-    pub resume: Option<Resume>,
+    /// For a resumed run: the first time whose changes are written; earlier times rebuild
+    /// state, and the output starts from what each sink holds.
+    pub live_from: Option<Time>,
     pub progress: Option<ProgressCommit>,
 }
 
@@ -170,7 +205,8 @@ struct JobInputs {
     campaigns: UpsertInput<CampaignId, Campaign>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
-    held: InputSession<Time, (PairKey, PairTotals), isize>,
+    /// One per change output.
+    held: Vec<InputSession<Time, (PairKey, PairTotals), isize>>,
 }
 
 impl JobInputs {
@@ -184,8 +220,10 @@ impl JobInputs {
             self.campaigns.advance_to(time);
             self.rejected.advance_to(time);
             self.checkpoints.advance_to(time);
-            self.held.advance_to(time);
-            self.held.flush();
+            for held in &mut self.held {
+                held.advance_to(time);
+                held.flush();
+            }
         }
     }
 
@@ -303,19 +341,22 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
     let index = worker.index();
     let peers = worker.peers();
     let mut source = job.source.open(index, peers)?;
-    let change_sink = job.sinks.change_sink(index)?;
-    let dead_letter_sink = job.sinks.dead_letter_sink(index)?;
-    let route = job.sinks.route();
-    let live_from = job.resume.as_ref().map(|resume| resume.live_from);
-    let held_pairs = match (&job.resume, index) {
-        (Some(resume), 0) => resume
-            .held
-            .lock()
-            .expect("poisoned")
-            .take()
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
+    let mut change_sinks = Vec::with_capacity(job.changes.len());
+    let mut held_pairs = Vec::with_capacity(job.changes.len());
+    for output in &job.changes {
+        change_sinks.push((output.open)(index)?);
+        held_pairs.push(match index {
+            0 => output
+                .held
+                .lock()
+                .expect("poisoned")
+                .take()
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        });
+    }
+    let dead_letter_sink = (job.dead_letters)(index)?;
+    let live_from = job.live_from;
     let progress_store = match (&job.progress, index) {
         (Some(progress), 0) => progress.store.lock().expect("poisoned").take(),
         _ => None,
@@ -333,28 +374,39 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
         let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
         let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
-        let (held_in, held) = scope.new_collection::<(PairKey, PairTotals), isize>();
 
-        let mut totals = render_eligibility(products, campaigns);
-        if let Some(live_from) = live_from {
-            totals = totals.reconcile_with_held(held, live_from);
+        let totals = render_eligibility(products, campaigns);
+        let mut held_inputs = Vec::new();
+        let mut outputs = Vec::new();
+        for (output, sink) in job.changes.iter().zip(change_sinks) {
+            let (held_in, held) = scope.new_collection::<(PairKey, PairTotals), isize>();
+            held_inputs.push(held_in);
+            let reconciled = match live_from {
+                Some(live_from) => totals.clone().reconcile_with_held(held, live_from),
+                None => totals.clone(),
+            };
+            let route = output.route;
+            let mut changes = reconciled.pair_changes(move |pair: &PairKey| match route {
+                Route::FirstWorker => 0,
+                Route::ByPair => pair.hashed(),
+            });
+            if let Some(live_from) = live_from {
+                // The rebuild's times only carry what the sinks already hold.
+                changes = changes.filter(move |change: &PairChange| change.time >= live_from);
+            }
+            // What the sink refuses for good comes out as dead letters.
+            outputs.push(changes.sink_into(Pipeline, &output.name, sink, errors.clone()));
         }
-        let mut changes = totals.pair_changes(move |pair: &PairKey| match route {
-            Route::FirstWorker => 0,
-            Route::ByPair => pair.hashed(),
-        });
-        if let Some(live_from) = live_from {
-            // The rebuild's times only carry what the sinks already hold.
-            changes = changes.filter(move |change: &PairChange| change.time >= live_from);
-        }
-        let change_acks = changes.sink_into(Pipeline, "ChangeSink", change_sink, errors.clone());
-        let letter_acks = rejected.sink_into(
+        let letters = scope.concatenate(outputs.iter().cloned().chain([rejected]));
+        let letter_acks = letters.sink_into(
             Exchange::new(|_: &DeadLetter| 0),
             "DeadLetterSink",
             dead_letter_sink,
             errors.clone(),
         );
-        let acknowledged = change_acks.concat(letter_acks).probe_with(&probe);
+        let acknowledged = scope
+            .concatenate(outputs.into_iter().chain([letter_acks]))
+            .probe_with(&probe);
         let on_commit_metrics = metrics.clone();
         commit_progress(
             checkpoints,
@@ -377,17 +429,19 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
             campaigns: campaigns_in,
             rejected: rejected_in,
             checkpoints: checkpoints_in,
-            held: held_in,
+            held: held_inputs,
         }
     });
-    for (pair, figures) in held_pairs {
-        let totals = (
-            figures.eligible_products as isize,
-            figures.eligible_stock as isize,
-        );
-        inputs.held.update((pair, totals), 1);
+    for (held_in, pairs) in inputs.held.iter_mut().zip(held_pairs) {
+        for (pair, figures) in pairs {
+            let totals = (
+                figures.eligible_products as isize,
+                figures.eligible_stock as isize,
+            );
+            held_in.update((pair, totals), 1);
+        }
+        held_in.flush();
     }
-    inputs.held.flush();
 
     let mut watch = Watch {
         probe,

@@ -147,7 +147,7 @@ fn check(lines: &[String], batch_size: u64, workers: usize) -> Result<(), TestCa
         .iter()
         .map(|letter| match letter.origin {
             Origin::Line(line) => line,
-            Origin::Kafka { .. } => u64::MAX,
+            Origin::Kafka { .. } | Origin::Document { .. } => u64::MAX,
         })
         .collect();
     prop_assert_eq!(rejected, expected_rejected);

@@ -16,7 +16,7 @@ use crate::cluster::ClusterOptions;
 use crate::generate::{generate_to_vec, MarketplaceSpec};
 use crate::job::{self, Job};
 use crate::metrics::Metrics;
-use crate::sink::file_outputs::FirstWorkerSinks;
+use crate::sink::file_outputs::jsonl_files;
 use crate::source::event_log::{EventLogFactory, EventLogInput};
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
@@ -53,7 +53,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         ..ClusterOptions::default()
     };
     let metrics = Arc::new(Metrics::new());
-    let sinks = FirstWorkerSinks::jsonl_files(0, &changes_path, &rejected_path, &metrics)?;
+    let (changes, dead_letters) = jsonl_files(0, &changes_path, &rejected_path, &metrics)?;
     let job = Job {
         cluster: cluster.clone(),
         source: Arc::new(EventLogFactory {
@@ -61,9 +61,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             batch_size: args.batch_size,
             max_inflight_batches: 8,
         }),
-        sinks: Arc::new(sinks),
+        changes: vec![changes],
+        dead_letters,
         metrics,
-        resume: None,
+        live_from: None,
         progress: None,
         progress_every: None,
     };

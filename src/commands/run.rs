@@ -4,18 +4,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use dataflows::model::{PairFigures, PairKey};
+use dataflows::model::PairFigures;
 
 use crate::change_log;
 use crate::cli::RunArgs;
 use crate::cluster::ClusterOptions;
 use crate::config::JobConfig;
 use crate::dead_letter::DeadLetter;
-use crate::job::{self, Job, JobReport, ProgressCommit, Resume};
+use crate::job::{
+    self, dead_letters_on_first_worker, ChangeOutput, HeldPairs, Job, JobReport, ProgressCommit,
+};
 use crate::metrics::Metrics;
 use crate::progress::file::FileProgressStore;
 use crate::progress::ProgressStore;
-use crate::sink::file_outputs::FirstWorkerSinks;
+use crate::sink::file_outputs::jsonl_files;
 use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
 use crate::sink::kafka_dead_letter::KafkaDeadLetterSink;
 use crate::sink::written_before::SkipWrittenDeadLetters;
@@ -51,18 +53,19 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
     // Fail on a bad layout before any file is created.
     cluster.timely_config()?;
     let metrics = Arc::new(Metrics::new());
-    let sinks =
-        FirstWorkerSinks::jsonl_files(cluster.process, &args.output, &args.dead_letter, &metrics)?;
+    let (changes, dead_letters) =
+        jsonl_files(cluster.process, &args.output, &args.dead_letter, &metrics)?;
     let job = Job {
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Path(input.clone()),
             batch_size: args.batch_size,
             max_inflight_batches: args.max_inflight_batches,
         }),
-        sinks: Arc::new(sinks),
+        changes: vec![changes],
+        dead_letters,
         metrics,
         progress_every: progress_every(args),
-        resume: None,
+        live_from: None,
         progress: None,
         cluster: cluster.clone(),
     };
@@ -112,33 +115,24 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
         .set_healthy(crate::source::kafka::HEALTH_COMPONENT);
     tracing::info!(partitions = plan.partitions.len(), from = %args.from, "start plan ready");
 
-    let (sinks, held) = if first_process {
-        let (changes, held) = open_change_sink(&config, &metrics)?;
-        let letters = open_dead_letter_sink(&config, &metrics)?;
-        let letters: Box<dyn Sink<DeadLetter>> = Box::new(SkipWrittenDeadLetters::new(
-            letters,
-            plan.dead_letters_written_below.clone(),
-        ));
-        (FirstWorkerSinks::new(Some(changes), Some(letters)), held)
-    } else {
-        (FirstWorkerSinks::new(None, None), Vec::new())
+    let forget_figures = matches!(from, StartFrom::Earliest);
+    let changes = vec![jsonl_output(
+        &config,
+        &metrics,
+        first_process,
+        forget_figures,
+    )?];
+    let letters = match first_process {
+        true => {
+            let letters = open_dead_letter_sink(&config, &metrics)?;
+            let skip: Box<dyn Sink<DeadLetter>> = Box::new(SkipWrittenDeadLetters::new(
+                letters,
+                plan.dead_letters_written_below.clone(),
+            ));
+            Some(skip)
+        }
+        false => None,
     };
-    // `earliest` writes every pair again: forgetting the held figures makes each differ.
-    let held = match from {
-        StartFrom::Earliest => held
-            .into_iter()
-            .map(|(pair, _)| {
-                let forgotten = PairFigures {
-                    eligible_products: 0,
-                    eligible_stock: 0,
-                };
-                (pair, forgotten)
-            })
-            .collect(),
-        _ => held,
-    };
-    tracing::info!(pairs = held.len(), "the sinks hold these pairs");
-    metrics.pairs_live.set(held.len() as i64);
 
     let job = Job {
         cluster: cluster.clone(),
@@ -149,13 +143,11 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             stop_at_end: args.stop_at_end,
         }),
-        sinks: Arc::new(sinks),
+        changes,
+        dead_letters: dead_letters_on_first_worker(letters),
         metrics,
         progress_every: progress_every(args),
-        resume: Some(Resume {
-            live_from: LIVE_TIME_BASE,
-            held: Mutex::new(Some(held)),
-        }),
+        live_from: Some(LIVE_TIME_BASE),
         progress: Some(ProgressCommit {
             store: Mutex::new(store),
             interval: Duration::from_millis(config.progress.interval_ms),
@@ -168,25 +160,45 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-type HeldPairs = Vec<(PairKey, PairFigures)>;
+/// `earliest` writes every pair again: forgetting the held figures makes each differ,
+/// while held pairs that no longer exist are still deleted.
+fn forgotten(held: HeldPairs) -> HeldPairs {
+    let nothing = PairFigures {
+        eligible_products: 0,
+        eligible_stock: 0,
+    };
+    held.into_iter().map(|(pair, _)| (pair, nothing)).collect()
+}
 
-fn open_change_sink(
+/// The JSONL change log of a Kafka run: appended to, reconciled with what it holds.
+fn jsonl_output(
     config: &JobConfig,
     metrics: &Arc<Metrics>,
-) -> anyhow::Result<(Box<dyn Sink<dataflows::PairChange>>, HeldPairs)> {
+    first_process: bool,
+    forget_figures: bool,
+) -> anyhow::Result<ChangeOutput> {
     let jsonl = config
         .sinks
         .jsonl
         .as_ref()
         .context("no change sink is configured")?;
-    let held = change_log::recover(&jsonl.path)?;
+    if !first_process {
+        return Ok(ChangeOutput::on_first_worker("jsonl", None, Vec::new()));
+    }
+    let mut held: HeldPairs = change_log::recover(&jsonl.path)?.into_iter().collect();
+    tracing::info!(pairs = held.len(), path = %jsonl.path.display(), "the change log holds these pairs");
+    metrics.pairs_live.inc_by(held.len() as i64);
+    if forget_figures {
+        held = forgotten(held);
+    }
     let durability = Durability::Synced {
         interval: Duration::from_millis(jsonl.sync_interval_ms),
     };
     let writer = JsonlWriter::append(&jsonl.path, durability)?;
-    Ok((
-        Box::new(JsonlChangeSink::new(writer, metrics.clone())),
-        held.into_iter().collect(),
+    Ok(ChangeOutput::on_first_worker(
+        "jsonl",
+        Some(Box::new(JsonlChangeSink::new(writer, metrics.clone()))),
+        held,
     ))
 }
 

@@ -29,7 +29,7 @@ pub type OnCommit = Box<dyn Fn(&ProgressRecord)>;
 
 pub fn commit_progress<'scope>(
     checkpoints: Stream<'scope, Time, Vec<Checkpoint>>,
-    acknowledged: Stream<'scope, Time, Vec<()>>,
+    acknowledged: Stream<'scope, Time, Vec<crate::dead_letter::DeadLetter>>,
     store: Option<Box<dyn ProgressStore>>,
     interval: Duration,
     errors: ErrorSlot,
@@ -55,6 +55,7 @@ pub fn commit_progress<'scope>(
                         pending.entry(*time).or_default().append(data);
                     }
                 });
+                // Only the frontier matters here; the dead letters went to their sink.
                 acks.for_each(|_capability, _data| {});
                 let Some(store) = store.as_mut() else {
                     pending.clear();

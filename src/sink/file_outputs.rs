@@ -4,81 +4,37 @@
 //! process that holds worker 0 opens them; the other processes of a cluster write none.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-
-use dataflows::model::PairChange;
+use std::sync::Arc;
 
 use super::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
-use super::Sink;
 use crate::dead_letter::DeadLetter;
-use crate::job::{Route, SinkFactory};
+use crate::job::{dead_letters_on_first_worker, ChangeOutput, OpenSink};
 use crate::metrics::Metrics;
 
-type Slot<R> = Mutex<Option<Box<dyn Sink<R>>>>;
-
-/// Hands pre-opened sinks to worker 0.
-pub struct FirstWorkerSinks {
-    changes: Slot<PairChange>,
-    dead_letters: Slot<DeadLetter>,
-}
-
-impl FirstWorkerSinks {
-    pub fn new(
-        changes: Option<Box<dyn Sink<PairChange>>>,
-        dead_letters: Option<Box<dyn Sink<DeadLetter>>>,
-    ) -> Self {
-        FirstWorkerSinks {
-            changes: Mutex::new(changes),
-            dead_letters: Mutex::new(dead_letters),
-        }
+/// The JSONL change log and dead-letter log of `eligibility run --input`, on process 0 only.
+pub fn jsonl_files(
+    process: usize,
+    output: &Path,
+    dead_letter: &Path,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<(ChangeOutput, OpenSink<DeadLetter>)> {
+    if process != 0 {
+        return Ok((
+            ChangeOutput::on_first_worker("jsonl", None, Vec::new()),
+            dead_letters_on_first_worker(None),
+        ));
     }
-
-    /// The JSONL change log and dead-letter log of `eligibility run`, on process 0 only.
-    pub fn jsonl_files(
-        process: usize,
-        output: &Path,
-        dead_letter: &Path,
-        metrics: &Arc<Metrics>,
-    ) -> anyhow::Result<Self> {
-        if process != 0 {
-            return Ok(Self::new(None, None));
-        }
-        let changes = JsonlWriter::create(output, Durability::Buffered)?;
-        let dead_letters = JsonlWriter::create(dead_letter, Durability::Buffered)?;
-        Ok(Self::new(
+    let changes = JsonlWriter::create(output, Durability::Buffered)?;
+    let letters = JsonlWriter::create(dead_letter, Durability::Buffered)?;
+    Ok((
+        ChangeOutput::on_first_worker(
+            "jsonl",
             Some(Box::new(JsonlChangeSink::new(changes, metrics.clone()))),
-            Some(Box::new(JsonlDeadLetterSink::new(
-                dead_letters,
-                metrics.clone(),
-            ))),
-        ))
-    }
-}
-
-impl SinkFactory for FirstWorkerSinks {
-    fn route(&self) -> Route {
-        Route::FirstWorker
-    }
-
-    fn change_sink(
-        &self,
-        worker_index: usize,
-    ) -> anyhow::Result<Option<Box<dyn Sink<PairChange>>>> {
-        Ok(if worker_index == 0 {
-            self.changes.lock().expect("poisoned").take()
-        } else {
-            None
-        })
-    }
-
-    fn dead_letter_sink(
-        &self,
-        worker_index: usize,
-    ) -> anyhow::Result<Option<Box<dyn Sink<DeadLetter>>>> {
-        Ok(if worker_index == 0 {
-            self.dead_letters.lock().expect("poisoned").take()
-        } else {
-            None
-        })
-    }
+            Vec::new(),
+        ),
+        dead_letters_on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(
+            letters,
+            metrics.clone(),
+        )))),
+    ))
 }

@@ -192,6 +192,8 @@ struct DeadLetterLine<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     offset: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    sink: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<&'a str>,
     code: &'a str,
     reason: &'a str,
@@ -203,13 +205,20 @@ struct DeadLetterLine<'a> {
 
 impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
     fn from(letter: &'a DeadLetter) -> Self {
-        let (line, topic, partition, offset) = match &letter.origin {
-            Origin::Line(line) => (Some(*line), None, None, None),
+        let (line, topic, partition, offset, sink) = match &letter.origin {
+            Origin::Line(line) => (Some(*line), None, None, None, None),
             Origin::Kafka {
                 topic,
                 partition,
                 offset,
-            } => (None, Some(topic.as_str()), Some(*partition), Some(*offset)),
+            } => (
+                None,
+                Some(topic.as_str()),
+                Some(*partition),
+                Some(*offset),
+                None,
+            ),
+            Origin::Document { sink, .. } => (None, None, None, None, Some(sink.as_str())),
         };
         let (raw, raw_base64) = match std::str::from_utf8(&letter.raw) {
             Ok(text) => (text.to_owned(), None),
@@ -223,6 +232,7 @@ impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
             topic,
             partition,
             offset,
+            sink,
             key: letter.key.as_deref(),
             code: &letter.code,
             reason: &letter.reason,

@@ -3,15 +3,15 @@
 //! ```text
 //!   records at t --> [ buffer by time ] --(frontier passes t)--> sink.write(t, sorted)
 //!                                                                  sink.flush(frontier)
-//!   output: no data; capability held at the acknowledged frontier
+//!   output: the records the sink rejected for good, as dead letters at their times;
+//!           its frontier is the acknowledged frontier (capability held there)
 //! ```
 //!
 //! Invariant: the output frontier never passes a time before the sink has acknowledged
-//! every record of it. A worker without a sink acknowledges immediately.
+//! every record of it, and a rejection of a record at `t` leaves at `t`, before that.
+//! A worker without a sink acknowledges immediately.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
 use std::time::Duration;
 
 use dataflows::model::Time;
@@ -22,9 +22,10 @@ use timely::dataflow::Stream;
 use timely::ExchangeData;
 
 use super::Sink;
+use crate::dead_letter::DeadLetter;
 
 /// Where a failed sink leaves its error for the worker loop to report.
-pub type ErrorSlot = Rc<RefCell<Option<anyhow::Error>>>;
+pub type ErrorSlot = std::rc::Rc<std::cell::RefCell<Option<anyhow::Error>>>;
 
 /// How often an operator with unacknowledged writes looks at its sink again.
 const RETRY_POLL: Duration = Duration::from_millis(5);
@@ -37,7 +38,7 @@ pub trait SinkOperator<'scope, R> {
         name: &str,
         sink: Option<Box<dyn Sink<R>>>,
         errors: ErrorSlot,
-    ) -> Stream<'scope, Time, Vec<()>>
+    ) -> Stream<'scope, Time, Vec<DeadLetter>>
     where
         P: ParallelizationContract<Time, Vec<R>>;
 }
@@ -52,21 +53,22 @@ where
         name: &str,
         sink: Option<Box<dyn Sink<R>>>,
         errors: ErrorSlot,
-    ) -> Stream<'scope, Time, Vec<()>>
+    ) -> Stream<'scope, Time, Vec<DeadLetter>>
     where
         P: ParallelizationContract<Time, Vec<R>>,
     {
         let scope = self.scope();
-        self.unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+        let name = name.to_owned();
+        self.unary_frontier::<CapacityContainerBuilder<Vec<DeadLetter>>, _, _, _>(
             pact,
-            name,
+            &name.clone(),
             move |capability, info| {
                 let activator = scope.activator_for(info.address);
                 let mut held: Option<Capability<Time>> = Some(capability);
                 let mut pending: BTreeMap<Time, Vec<R>> = BTreeMap::new();
                 let mut sink = sink;
                 let mut failed = false;
-                move |(input, frontier), _output| {
+                move |(input, frontier), output| {
                     input.for_each(|capability, data| {
                         if let Some(time) = capability.least() {
                             pending.entry(*time).or_default().append(data);
@@ -80,8 +82,9 @@ where
                         // Nothing to deliver on this worker: acknowledge as the input advances.
                         if !pending.is_empty() {
                             failed = true;
-                            let error =
-                                anyhow::anyhow!("records were routed to a worker that has no sink");
+                            let error = anyhow::anyhow!(
+                                "records were routed to a worker that has no {name}"
+                            );
                             errors.borrow_mut().get_or_insert(error);
                             return;
                         }
@@ -105,6 +108,11 @@ where
                     })();
                     match outcome {
                         Ok(acknowledged) => {
+                            if let Some(capability) = held.as_ref() {
+                                for (time, letter) in sink.take_rejected() {
+                                    output.session(&capability.delayed(&time)).give(letter);
+                                }
+                            }
                             match acknowledged {
                                 Some(time) => {
                                     if let Some(capability) = held.as_mut() {

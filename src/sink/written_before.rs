@@ -34,7 +34,7 @@ impl SkipWrittenDeadLetters {
                 .written_below
                 .get(&(topic.clone(), *partition))
                 .is_some_and(|below| offset < below),
-            Origin::Line(_) => false,
+            Origin::Line(_) | Origin::Document { .. } => false,
         }
     }
 }

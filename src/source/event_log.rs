@@ -187,7 +187,7 @@ mod tests {
                 SourceRecord::Campaign(time, upsert) => (time, upsert.seq, true),
                 SourceRecord::Rejected(time, letter) => match letter.origin {
                     Origin::Line(line) => (time, line, false),
-                    Origin::Kafka { .. } => unreachable!(),
+                    Origin::Kafka { .. } | Origin::Document { .. } => unreachable!(),
                 },
                 SourceRecord::Checkpoint(..) => unreachable!("a file has no offsets"),
             })

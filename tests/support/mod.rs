@@ -84,8 +84,8 @@ pub fn run_in_memory(
 ) -> (Vec<PairChange>, Vec<DeadLetter>) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
+    use eligibility::job::{dead_letters_on_first_worker, ChangeOutput};
     use eligibility::metrics::Metrics;
-    use eligibility::sink::file_outputs::FirstWorkerSinks;
     use eligibility::source::event_log::{EventLogFactory, EventLogInput};
 
     let (changes_sink, changes) = MemorySink::<PairChange>::new();
@@ -100,12 +100,14 @@ pub fn run_in_memory(
             batch_size,
             max_inflight_batches: 4,
         }),
-        sinks: Arc::new(FirstWorkerSinks::new(
+        changes: vec![ChangeOutput::on_first_worker(
+            "memory",
             Some(Box::new(changes_sink)),
-            Some(Box::new(letters_sink)),
-        )),
+            Vec::new(),
+        )],
+        dead_letters: dead_letters_on_first_worker(Some(Box::new(letters_sink))),
         metrics: Arc::new(Metrics::new()),
-        resume: None,
+        live_from: None,
         progress: None,
         progress_every: None,
     };

@@ -135,7 +135,8 @@ impl BatchClock {
             Some(batch) => batch.time,
             None => {
                 let step = (self.max_delay.as_millis() as Time).max(1);
-                self.next.max(wall - wall % step)
+                self.next
+                    .max(wall - wall.saturating_sub(LIVE_TIME_BASE) % step)
             }
         }
     }
