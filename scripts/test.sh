@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test of the workspace, with the real
-# services the integration tests need (a Kafka broker, started here if not running).
+# services the integration tests need: a Kafka broker and a search node (OpenSearch 2 by
+# default), started here if not running. The Elasticsearch sink's tests then run a second
+# time against Elasticsearch 7.10 (set ELIGIBILITY_SKIP_ES7=1 to skip that pass).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-started_kafka=""
-if ! scripts/kafka.sh status >/dev/null 2>&1; then
-    scripts/kafka.sh start
-    started_kafka=1
-fi
+started=()
 cleanup() {
-    if [ -n "$started_kafka" ]; then scripts/kafka.sh stop || true; fi
+    for service in "${started[@]}"; do "scripts/$service.sh" stop >/dev/null 2>&1 || true; done
 }
 trap cleanup EXIT
+for service in kafka elasticsearch; do
+    if ! "scripts/$service.sh" status >/dev/null 2>&1; then
+        "scripts/$service.sh" start
+        started+=("$service")
+    fi
+done
 
 export KAFKA_BROKERS="127.0.0.1:${KAFKA_PORT:-9092}"
+export ELIGIBILITY_SEARCH_URL="http://127.0.0.1:${ES_PORT:-9200}"
 cargo test --workspace --locked
+
+if [ "${ELIGIBILITY_SKIP_ES7:-}" != 1 ]; then
+    echo "== the Elasticsearch sink against Elasticsearch 7.10"
+    scripts/elasticsearch.sh stop >/dev/null
+    export SEARCH_ENGINE=elasticsearch7
+    scripts/elasticsearch.sh start
+    cargo test --locked --test elasticsearch
+    scripts/elasticsearch.sh stop >/dev/null
+    unset SEARCH_ENGINE
+    # Leave the default node as it was found.
+    if [[ ! " ${started[*]} " =~ " elasticsearch " ]]; then scripts/elasticsearch.sh start >/dev/null; fi
+fi

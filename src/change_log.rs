@@ -21,8 +21,7 @@ struct ChangeLine {
 
 /// Parses one change line; `previous` is left empty, as the log does not carry it.
 pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
-    let line: ChangeLine =
-        serde_json::from_str(line).with_context(|| format!("not a change line: {line}"))?;
+    let line: ChangeLine = serde_json::from_str(line).with_context(|| format!("not a change line: {line}"))?;
     let pair = PairKey {
         campaign_id: line.campaign_id,
         seller_id: line.seller_id,
@@ -30,21 +29,13 @@ pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
     if line.id != pair.document_id() {
         bail!("id {} does not match campaign_id:seller_id", line.id);
     }
-    let figures = match (
-        line.op.as_str(),
-        line.eligible_products,
-        line.eligible_stock,
-    ) {
+    let figures = match (line.op.as_str(), line.eligible_products, line.eligible_stock) {
         ("upsert", Some(eligible_products), Some(eligible_stock)) => Some(PairFigures {
             eligible_products,
             eligible_stock,
         }),
         ("delete", None, None) => None,
-        _ => bail!(
-            "change line {} has op {:?} and inconsistent figures",
-            line.id,
-            line.op
-        ),
+        _ => bail!("change line {} has op {:?} and inconsistent figures", line.id, line.op),
     };
     Ok(PairChange {
         time: line.time,
@@ -56,8 +47,7 @@ pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
 
 /// Reads every change of a change log, in order.
 pub fn read_changes(path: &Path) -> anyhow::Result<Vec<PairChange>> {
-    let file =
-        std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut changes = Vec::new();
     for line in std::io::BufReader::new(file).lines() {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
@@ -89,18 +79,14 @@ pub fn recover(path: &Path) -> anyhow::Result<PairState> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(PairState::new()),
         Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
     };
-    let complete = bytes
-        .iter()
-        .rposition(|b| *b == b'\n')
-        .map_or(0, |end| end + 1);
+    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |end| end + 1);
     if complete < bytes.len() {
         tracing::warn!(path = %path.display(), dropped_bytes = bytes.len() - complete, "dropping a partial last line");
         let file = std::fs::OpenOptions::new().write(true).open(path)?;
         file.set_len(complete as u64)?;
         file.sync_all()?;
     }
-    let text = std::str::from_utf8(&bytes[..complete])
-        .with_context(|| format!("{} is not UTF-8", path.display()))?;
+    let text = std::str::from_utf8(&bytes[..complete]).with_context(|| format!("{} is not UTF-8", path.display()))?;
     let mut changes = Vec::new();
     for line in text.lines().filter(|line| !line.is_empty()) {
         changes.push(parse_change(line)?);
@@ -139,11 +125,7 @@ mod tests {
                 .eligible_stock,
             3
         );
-        assert!(std::fs::read_to_string(&path)
-            .unwrap()
-            .ends_with("\"time\":1}\n"));
-        assert!(recover(&dir.path().join("missing.jsonl"))
-            .unwrap()
-            .is_empty());
+        assert!(std::fs::read_to_string(&path).unwrap().ends_with("\"time\":1}\n"));
+        assert!(recover(&dir.path().join("missing.jsonl")).unwrap().is_empty());
     }
 }

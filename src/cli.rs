@@ -32,6 +32,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Load an event log (JSONL) into the Kafka topics, creating them compacted if missing.
     Produce(ProduceArgs),
+    /// A seller's campaigns from the Elasticsearch index, sorted by eligible products or stock.
+    Campaigns(CampaignsArgs),
 }
 
 /// Cluster layout, shared by every command that starts timely workers. Each option
@@ -57,19 +59,13 @@ impl ClusterArgs {
     pub fn resolve(&self, config: Option<&crate::config::ClusterConfig>) -> ClusterOptions {
         let defaults = ClusterOptions::default();
         ClusterOptions {
-            workers: self
-                .workers
-                .or(config.map(|c| c.workers))
-                .unwrap_or(defaults.workers),
+            workers: self.workers.or(config.map(|c| c.workers)).unwrap_or(defaults.workers),
             processes: self
                 .processes
                 .or(config.map(|c| c.processes))
                 .unwrap_or(defaults.processes),
             process: self.process.unwrap_or(defaults.process),
-            hostfile: self
-                .hostfile
-                .clone()
-                .or(config.and_then(|c| c.hostfile.clone())),
+            hostfile: self.hostfile.clone().or(config.and_then(|c| c.hostfile.clone())),
         }
     }
 }
@@ -201,6 +197,42 @@ pub struct ProduceArgs {
     pub replication_factor: i32,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CampaignSort {
+    Products,
+    Stock,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct CampaignsArgs {
+    /// The seller whose campaigns to show.
+    #[arg(long)]
+    pub seller: u64,
+    /// The figure to sort by, largest first.
+    #[arg(long, value_enum, default_value = "products")]
+    pub sort: CampaignSort,
+    /// How many campaigns to show.
+    #[arg(long, default_value_t = 20)]
+    pub limit: usize,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+    /// Take the index and its connection from this job config's [sinks.elasticsearch].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// The node to query, when no --config is given.
+    #[arg(long, default_value = "http://127.0.0.1:9200")]
+    pub url: String,
+    /// The pairs index, when no --config is given.
+    #[arg(long, default_value = "eligibility-pairs")]
+    pub index: String,
+}
+
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
@@ -219,6 +251,7 @@ pub fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Demo(args) => commands::demo::run(args),
         Command::Produce(args) => commands::produce::run(args),
+        Command::Campaigns(args) => commands::campaigns::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

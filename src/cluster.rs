@@ -43,11 +43,12 @@ impl ClusterOptions {
 
     /// Reads the peer addresses, checking there is one per process.
     pub fn addresses(&self) -> anyhow::Result<Vec<String>> {
-        let path = self.hostfile.as_ref().context(
-            "--processes above 1 needs --hostfile, a file of host:port lines, one per process",
-        )?;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the hostfile {}", path.display()))?;
+        let path = self
+            .hostfile
+            .as_ref()
+            .context("--processes above 1 needs --hostfile, a file of host:port lines, one per process")?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read the hostfile {}", path.display()))?;
         let addresses: Vec<String> = text
             .lines()
             .map(str::trim)
@@ -104,10 +105,7 @@ impl ClusterOptions {
             &mut worker,
             &differential_dataflow::Config::default().idle_merge_effort(Some(IDLE_MERGE_EFFORT)),
         );
-        Ok(timely::Config {
-            communication,
-            worker,
-        })
+        Ok(timely::Config { communication, worker })
     }
 }
 

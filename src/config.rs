@@ -122,9 +122,7 @@ impl KafkaConfig {
         let mut properties = self.client.clone();
         for (property, variable) in &self.client_env {
             let value = std::env::var(variable).with_context(|| {
-                format!(
-                    "kafka.client_env: environment variable {variable} (for {property}) is not set"
-                )
+                format!("kafka.client_env: environment variable {variable} (for {property}) is not set")
             })?;
             properties.insert(property.clone(), value);
         }
@@ -166,6 +164,7 @@ fn default_batch_max_delay_ms() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct SinksConfig {
     pub jsonl: Option<JsonlSinkConfig>,
+    pub elasticsearch: Option<crate::sink::elasticsearch::config::ElasticsearchConfig>,
 }
 
 /// The JSONL change log, written by process 0.
@@ -257,17 +256,17 @@ fn default_metrics_listen() -> String {
 
 impl JobConfig {
     pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the config file {}", path.display()))?;
-        let config: JobConfig = toml::from_str(&text)
-            .with_context(|| format!("invalid config file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read the config file {}", path.display()))?;
+        let config: JobConfig =
+            toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))?;
         config.validate()?;
         Ok(config)
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.sinks.jsonl.is_none() {
-            bail!("no sink is configured: add [sinks.jsonl]");
+        if self.sinks.jsonl.is_none() && self.sinks.elasticsearch.is_none() {
+            bail!("no sink is configured: add [sinks.jsonl] or [sinks.elasticsearch]");
         }
         if self.batching.max_records == 0 {
             bail!("batching.max_records must be at least 1");
@@ -278,7 +277,7 @@ impl JobConfig {
         Ok(())
     }
 
-    /// Where the progress record lives.
+    /// Where the progress record lives when it is a file (no Elasticsearch sink).
     pub fn progress_path(&self) -> Option<PathBuf> {
         self.progress.path.clone().or_else(|| {
             self.sinks.jsonl.as_ref().map(|jsonl| {
@@ -322,11 +321,7 @@ mod tests {
         let typo = toml::from_str::<JobConfig>("[kafka]\nbrokers = \"b\"\nbatch_size = 3\n");
         assert!(typo.unwrap_err().to_string().contains("unknown field"));
         let no_sink: JobConfig = toml::from_str("[kafka]\nbrokers = \"b\"\n").unwrap();
-        assert!(no_sink
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("no sink"));
+        assert!(no_sink.validate().unwrap_err().to_string().contains("no sink"));
     }
 
     #[test]
@@ -344,10 +339,10 @@ mod tests {
         let properties = config.kafka.client_properties().unwrap();
         assert_eq!(properties["sasl.password"], "hunter2");
         assert_eq!(properties["security.protocol"], "SASL_SSL");
-        config.kafka.client_env.insert(
-            "sasl.username".into(),
-            "ELIGIBILITY_TEST_SECRET_ABSENT".into(),
-        );
+        config
+            .kafka
+            .client_env
+            .insert("sasl.username".into(), "ELIGIBILITY_TEST_SECRET_ABSENT".into());
         let error = config.kafka.client_properties().unwrap_err().to_string();
         assert!(error.contains("ELIGIBILITY_TEST_SECRET_ABSENT"), "{error}");
         assert!(!error.contains("hunter2"));

@@ -11,11 +11,7 @@ pub enum Origin {
     /// A line of a JSONL event log, 0-based.
     Line(u64),
     /// A Kafka message.
-    Kafka {
-        topic: String,
-        partition: i32,
-        offset: i64,
-    },
+    Kafka { topic: String, partition: i32, offset: i64 },
     /// A document a sink's destination refused for good.
     Document { sink: String, id: String },
 }
@@ -49,12 +45,7 @@ impl DeadLetter {
         }
     }
 
-    pub fn new(
-        origin: Origin,
-        key: Option<String>,
-        error: &dataflows::decode::DecodeError,
-        raw: &[u8],
-    ) -> Self {
+    pub fn new(origin: Origin, key: Option<String>, error: &dataflows::decode::DecodeError, raw: &[u8]) -> Self {
         DeadLetter {
             origin,
             key,

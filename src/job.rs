@@ -26,9 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use dataflows::model::{
-    Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time,
-};
+use dataflows::model::{Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time};
 use dataflows::operators::pair_changes::PairTotals;
 use dataflows::operators::{PairChanges, ReconcileWithHeld, Upsert};
 use dataflows::render_eligibility;
@@ -36,8 +34,9 @@ use differential_dataflow::input::{Input as _, InputSession};
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::vec::Broadcast;
 use timely::dataflow::operators::vec::Filter;
-use timely::dataflow::operators::{Concatenate, Input, Probe};
+use timely::dataflow::operators::{Concatenate, Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
@@ -77,11 +76,7 @@ pub struct ChangeOutput {
 
 impl ChangeOutput {
     /// An output whose one sink, opened already, belongs to worker 0.
-    pub fn on_first_worker(
-        name: &str,
-        sink: Option<Box<dyn Sink<PairChange>>>,
-        held: HeldPairs,
-    ) -> Self {
+    pub fn on_first_worker(name: &str, sink: Option<Box<dyn Sink<PairChange>>>, held: HeldPairs) -> Self {
         let slot = Mutex::new(sink);
         ChangeOutput {
             name: name.to_owned(),
@@ -99,9 +94,7 @@ impl ChangeOutput {
 }
 
 /// Opens the dead-letter sink on worker 0 (and nowhere else) from one already opened.
-pub fn dead_letters_on_first_worker(
-    sink: Option<Box<dyn Sink<DeadLetter>>>,
-) -> OpenSink<DeadLetter> {
+pub fn dead_letters_on_first_worker(sink: Option<Box<dyn Sink<DeadLetter>>>) -> OpenSink<DeadLetter> {
     let slot = Mutex::new(sink);
     Box::new(move |worker| {
         Ok(if worker == 0 {
@@ -128,8 +121,10 @@ pub struct Job {
     pub metrics: Arc<Metrics>,
     /// How often worker 0 reports progress on stderr; `None` for never.
     pub progress_every: Option<Duration>,
-    /// For a resumed run: the first time whose changes are written; earlier times rebuild
-    /// state, and the output starts from what each sink holds.
+    /// For a resumed run, this process's proposal for the first time whose changes are
+    /// written (earlier times rebuild state; the output starts from what each sink holds).
+    /// The workers agree on the greatest proposal, so it is above every version any sink
+    /// holds and every committed time, whichever process knows them.
     pub live_from: Option<Time>,
     pub progress: Option<ProgressCommit>,
 }
@@ -147,14 +142,16 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    fn from_metrics(metrics: &Metrics, elapsed: Duration) -> Self {
+    /// The figures of the run, the pairs' as written by `sink`.
+    fn from_metrics(metrics: &Metrics, sink: &str, elapsed: Duration) -> Self {
+        let (pairs_upserted, pairs_deleted, pairs_live) = metrics.pair_counts(sink);
         JobReport {
             elapsed,
             records_read: metrics.records_read.get(),
             records_rejected: metrics.rejected.get(),
-            pairs_upserted: metrics.pairs_upserted.get(),
-            pairs_deleted: metrics.pairs_deleted.get(),
-            pairs_live: metrics.pairs_live.get(),
+            pairs_upserted,
+            pairs_deleted,
+            pairs_live,
             dead_letters_written: metrics.dead_letters_written.get(),
         }
     }
@@ -166,13 +163,15 @@ pub fn run(job: Job) -> anyhow::Result<JobReport> {
     let config = job.cluster.timely_config()?;
     let started = Instant::now();
     let metrics = job.metrics.clone();
+    let primary = job
+        .changes
+        .first()
+        .map_or_else(String::new, |output| output.name.clone());
     let job = Arc::new(job);
     // Set when a worker of this process fails, so the others stop instead of waiting.
     let abort = Arc::new(AtomicBool::new(false));
     let guards = timely::execute(config, move |worker| {
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_worker(worker, &job, &abort)
-        }));
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_worker(worker, &job, &abort)));
         if !matches!(result, Ok(Ok(()))) {
             abort.store(true, Ordering::SeqCst);
         }
@@ -194,7 +193,7 @@ pub fn run(job: Job) -> anyhow::Result<JobReport> {
     if let Some(error) = first_error {
         return Err(error);
     }
-    Ok(JobReport::from_metrics(&metrics, started.elapsed()))
+    Ok(JobReport::from_metrics(&metrics, &primary, started.elapsed()))
 }
 
 type UpsertInput<K, V> = InputHandle<Time, CapacityContainerBuilder<Vec<Upsert<K, V>>>>;
@@ -265,6 +264,31 @@ impl JobInputs {
     }
 }
 
+/// Every worker proposes a time; every worker gets the greatest proposal.
+fn agree_on_greatest(worker: &mut Worker, proposal: Time) -> Time {
+    let agreed = Rc::new(RefCell::new(proposal));
+    let seen = agreed.clone();
+    let (mut input, probe) = worker.dataflow_named::<u64, _, _>("AgreeOnLiveTime", move |scope| {
+        let (input, proposals) = scope.new_input::<Vec<Time>>();
+        let (probe, _) = proposals
+            .broadcast()
+            .inspect(move |time| {
+                let mut seen = seen.borrow_mut();
+                *seen = (*seen).max(*time);
+            })
+            .probe();
+        (input, probe)
+    });
+    input.send(proposal);
+    input.advance_to(1);
+    drop(input);
+    while !probe.done() {
+        worker.step();
+    }
+    let agreed = *agreed.borrow();
+    agreed
+}
+
 fn check(errors: &ErrorSlot, abort: &AtomicBool) -> anyhow::Result<()> {
     if let Some(error) = errors.borrow_mut().take() {
         return Err(error);
@@ -282,6 +306,8 @@ struct Watch<'a> {
     abort: &'a AtomicBool,
     metrics: &'a Metrics,
     report_every: Option<Duration>,
+    /// The change sink whose counts the progress line shows.
+    primary_sink: String,
     started: Instant,
     last_report: Instant,
     /// Closed batches not yet acknowledged, with when they closed.
@@ -290,8 +316,7 @@ struct Watch<'a> {
 
 impl Watch<'_> {
     fn acknowledged(&self) -> Option<Time> {
-        self.probe
-            .with_frontier(|frontier| frontier.first().copied())
+        self.probe.with_frontier(|frontier| frontier.first().copied())
     }
 
     /// Checks for failures and accounts for newly acknowledged times.
@@ -324,14 +349,15 @@ impl Watch<'_> {
         self.last_report = Instant::now();
         let records = self.metrics.records_read.get();
         let seconds = self.started.elapsed().as_secs_f64().max(1e-9);
+        let (upserts, deletes, live_pairs) = self.metrics.pair_counts(&self.primary_sink);
         tracing::info!(
             acknowledged_time = self.acknowledged().unwrap_or(Time::MAX),
             records,
             records_per_second = (records as f64 / seconds).round() as u64,
             batches = self.metrics.batches_closed.get(),
-            upserts = self.metrics.pairs_upserted.get(),
-            deletes = self.metrics.pairs_deleted.get(),
-            live_pairs = self.metrics.pairs_live.get(),
+            upserts,
+            deletes,
+            live_pairs,
             "progress"
         );
     }
@@ -340,31 +366,23 @@ impl Watch<'_> {
 fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Result<()> {
     let index = worker.index();
     let peers = worker.peers();
-    let mut source = job.source.open(index, peers)?;
+    let live_from = job.live_from.map(|proposal| agree_on_greatest(worker, proposal));
+    let mut source = job.source.open(index, peers, live_from)?;
     let mut change_sinks = Vec::with_capacity(job.changes.len());
     let mut held_pairs = Vec::with_capacity(job.changes.len());
     for output in &job.changes {
         change_sinks.push((output.open)(index)?);
         held_pairs.push(match index {
-            0 => output
-                .held
-                .lock()
-                .expect("poisoned")
-                .take()
-                .unwrap_or_default(),
+            0 => output.held.lock().expect("poisoned").take().unwrap_or_default(),
             _ => Vec::new(),
         });
     }
     let dead_letter_sink = (job.dead_letters)(index)?;
-    let live_from = job.live_from;
     let progress_store = match (&job.progress, index) {
         (Some(progress), 0) => progress.store.lock().expect("poisoned").take(),
         _ => None,
     };
-    let progress_interval = job
-        .progress
-        .as_ref()
-        .map_or(Duration::from_secs(1), |p| p.interval);
+    let progress_interval = job.progress.as_ref().map_or(Duration::from_secs(1), |p| p.interval);
     let errors: ErrorSlot = Rc::new(RefCell::new(None));
 
     let probe = ProbeHandle::new();
@@ -434,10 +452,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
     });
     for (held_in, pairs) in inputs.held.iter_mut().zip(held_pairs) {
         for (pair, figures) in pairs {
-            let totals = (
-                figures.eligible_products as isize,
-                figures.eligible_stock as isize,
-            );
+            let totals = (figures.eligible_products as isize, figures.eligible_stock as isize);
             held_in.update((pair, totals), 1);
         }
         held_in.flush();
@@ -449,6 +464,10 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
         abort,
         metrics: &job.metrics,
         report_every: job.progress_every.filter(|_| index == 0),
+        primary_sink: job
+            .changes
+            .first()
+            .map_or_else(String::new, |output| output.name.clone()),
         started: Instant::now(),
         last_report: Instant::now(),
         closed: VecDeque::new(),
@@ -458,10 +477,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
     loop {
         watch.after_step()?;
         if crate::shutdown::requested() {
-            tracing::info!(
-                worker = index,
-                "shutdown requested: finishing the batches in flight"
-            );
+            tracing::info!(worker = index, "shutdown requested: finishing the batches in flight");
             break;
         }
         let status = source.poll(&mut staged, BUDGET)?;
@@ -483,11 +499,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
             worker.step_or_park(Some(Duration::from_millis(1)));
             watch.after_step()?;
         }
-        worker.step_or_park(Some(if idle {
-            Duration::from_millis(2)
-        } else {
-            Duration::ZERO
-        }));
+        worker.step_or_park(Some(if idle { Duration::from_millis(2) } else { Duration::ZERO }));
     }
     drop(inputs);
     while !watch.probe.done() {

@@ -19,7 +19,5 @@ pub fn install() -> anyhow::Result<()> {
 
 /// Whether a shutdown was requested.
 pub fn requested() -> bool {
-    REQUESTED
-        .get()
-        .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    REQUESTED.get().is_some_and(|flag| flag.load(Ordering::Relaxed))
 }

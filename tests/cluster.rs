@@ -85,19 +85,12 @@ fn two_processes_write_what_one_process_writes() {
         .collect();
     for child in processes {
         let output = child.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     }
 
     let single = std::fs::read_to_string(&single_changes).unwrap();
     let cluster = std::fs::read_to_string(&cluster_changes).unwrap();
-    assert!(
-        single.lines().count() > 1000,
-        "the log should produce many changes"
-    );
+    assert!(single.lines().count() > 1000, "the log should produce many changes");
     assert!(
         single == cluster,
         "the cluster's change log differs from the single process's"
@@ -106,13 +99,7 @@ fn two_processes_write_what_one_process_writes() {
         std::fs::read_to_string(&single_rejected).unwrap(),
         std::fs::read_to_string(&cluster_rejected).unwrap()
     );
-    assert!(
-        std::fs::read_to_string(&single_rejected)
-            .unwrap()
-            .lines()
-            .count()
-            > 10
-    );
+    assert!(std::fs::read_to_string(&single_rejected).unwrap().lines().count() > 10);
 }
 
 #[test]

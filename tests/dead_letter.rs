@@ -22,11 +22,7 @@ const BAD: [(&str, &str, &str); 14] = [
         "not valid JSON",
     ),
     ("not json at all", "invalid_json", "not valid JSON"),
-    (
-        r#"{"topic": "products", "value": null}"#,
-        "missing_key",
-        "no key",
-    ),
+    (r#"{"topic": "products", "value": null}"#, "missing_key", "no key"),
     (
         r#"{"topic": "products", "key": "", "value": null}"#,
         "missing_key",
@@ -42,16 +38,8 @@ const BAD: [(&str, &str, &str); 14] = [
         "unknown_topic",
         "unknown topic \"orders\"",
     ),
-    (
-        r#"{"key": "p-1", "value": null}"#,
-        "missing_topic",
-        "no `topic`",
-    ),
-    (
-        r#"{"topic": "products", "key": "p-1"}"#,
-        "missing_value",
-        "no `value`",
-    ),
+    (r#"{"key": "p-1", "value": null}"#, "missing_topic", "no `topic`"),
+    (r#"{"topic": "products", "key": "p-1"}"#, "missing_value", "no `value`"),
     (
         r#"{"topic": "products", "key": "p-1", "value": {"category_id": 1001, "brand_id": 7, "price": 1, "stock": 1}}"#,
         "missing_field",

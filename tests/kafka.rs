@@ -17,15 +17,12 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use support::kafka::{
-    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase,
-    BROKER,
+    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase, BROKER,
 };
 use support::{binary, free_port, path_str};
 
 fn serial() -> MutexGuard<'static, ()> {
-    BROKER
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The output contract on a change log: an upsert never repeats the pair's current figures,
@@ -57,10 +54,7 @@ fn a_produced_log_ends_in_the_brute_force_state() {
 
     let changes = read_changes(&case.changes_path()).unwrap();
     assert_contract(&changes);
-    assert_eq!(
-        change_log_state(&case.changes_path()),
-        expected_state(&lines)
-    );
+    assert_eq!(change_log_state(&case.changes_path()), expected_state(&lines));
     let rejected = std::fs::read_to_string(case.dir.path().join("rejected.jsonl")).unwrap();
     let expected_rejections = lines
         .iter()
@@ -72,9 +66,7 @@ fn a_produced_log_ends_in_the_brute_force_state() {
     for letter in rejected.lines() {
         let letter: serde_json::Value = serde_json::from_str(letter).unwrap();
         assert!(
-            letter["topic"].is_string()
-                && letter["partition"].is_number()
-                && letter["offset"].is_number(),
+            letter["topic"].is_string() && letter["partition"].is_number() && letter["offset"].is_number(),
             "{letter}"
         );
     }
@@ -92,11 +84,9 @@ fn a_job_killed_mid_stream_resumes_exactly_without_rewriting() {
     for (index, chunk) in chunks.iter().enumerate() {
         case.produce(chunk, 3);
         if index == chunks.len() / 2 {
-            wait_until(
-                "the first run has written changes",
-                Duration::from_secs(60),
-                || !change_log_state(&case.changes_path()).is_empty(),
-            );
+            wait_until("the first run has written changes", Duration::from_secs(60), || {
+                !change_log_state(&case.changes_path()).is_empty()
+            });
             job.kill();
         }
     }
@@ -108,23 +98,14 @@ fn a_job_killed_mid_stream_resumes_exactly_without_rewriting() {
 
     case.run_to_end(&case.config, &["--workers", "2"]);
     let changes = read_changes(&case.changes_path()).unwrap();
-    assert!(
-        changes.len() > written_before_restart,
-        "the second run wrote the rest"
-    );
+    assert!(changes.len() > written_before_restart, "the second run wrote the rest");
     // Across both runs: nothing written twice with the same figures, nothing lost.
     assert_contract(&changes);
-    assert_eq!(
-        change_log_state(&case.changes_path()),
-        expected_state(&lines)
-    );
+    assert_eq!(change_log_state(&case.changes_path()), expected_state(&lines));
 
     // A third start finds everything in place and writes nothing.
     case.run_to_end(&case.config, &[]);
-    assert_eq!(
-        read_changes(&case.changes_path()).unwrap().len(),
-        changes.len()
-    );
+    assert_eq!(read_changes(&case.changes_path()).unwrap().len(), changes.len());
 }
 
 #[test]
@@ -145,12 +126,8 @@ fn a_campaign_edit_on_a_running_job_writes_only_that_campaigns_pairs() {
     for pair in before.keys() {
         *per_campaign.entry(pair.campaign_id.clone()).or_default() += 1;
     }
-    let (campaign, _) = per_campaign
-        .iter()
-        .max_by_key(|(_, count)| **count)
-        .unwrap();
-    let edit =
-        format!(r#"{{"topic": "campaigns", "key": "{campaign}", "value": {{"min_stock": 40}}}}"#);
+    let (campaign, _) = per_campaign.iter().max_by_key(|(_, count)| **count).unwrap();
+    let edit = format!(r#"{{"topic": "campaigns", "key": "{campaign}", "value": {{"min_stock": 40}}}}"#);
     lines.push(edit.clone());
     case.produce(&[edit], 3);
     let after = expected_state(&lines);
@@ -161,20 +138,13 @@ fn a_campaign_edit_on_a_running_job_writes_only_that_campaigns_pairs() {
     std::thread::sleep(Duration::from_millis(500));
     job.kill();
 
-    let new_changes: Vec<PairChange> = read_changes(&case.changes_path())
-        .unwrap()
-        .split_off(written_before);
+    let new_changes: Vec<PairChange> = read_changes(&case.changes_path()).unwrap().split_off(written_before);
     assert!(!new_changes.is_empty());
     assert!(
-        new_changes
-            .iter()
-            .all(|change| &change.pair.campaign_id == campaign),
+        new_changes.iter().all(|change| &change.pair.campaign_id == campaign),
         "another campaign's pair was written"
     );
-    let written: BTreeSet<PairKey> = new_changes
-        .iter()
-        .map(|change| change.pair.clone())
-        .collect();
+    let written: BTreeSet<PairKey> = new_changes.iter().map(|change| change.pair.clone()).collect();
     let really_changed: BTreeSet<PairKey> = changes_between(&before, &after, 0)
         .into_iter()
         .map(|change| change.pair)
@@ -228,38 +198,23 @@ fn a_broker_restart_pauses_the_job_and_loses_nothing() {
         format!("eligibility_committed_offset{{{partition_zero}}}"),
         "eligibility_consumer_lag{".to_owned(),
     ] {
-        wait_until(
-            &format!("/metrics shows {expected}"),
-            Duration::from_secs(30),
-            || {
-                http_get(port, "/metrics")
-                    .is_some_and(|(status, metrics)| status == 200 && metrics.contains(&expected))
-            },
-        );
+        wait_until(&format!("/metrics shows {expected}"), Duration::from_secs(30), || {
+            http_get(port, "/metrics").is_some_and(|(status, metrics)| status == 200 && metrics.contains(&expected))
+        });
     }
 
     kafka_script("stop");
-    wait_until(
-        "/health reports the broker outage",
-        Duration::from_secs(60),
-        || {
-            http_get(port, "/health")
-                .is_some_and(|(status, body)| status == 503 && body.contains("kafka"))
-        },
-    );
-    assert!(
-        job.is_running(),
-        "the job must wait for the broker, not exit"
-    );
+    wait_until("/health reports the broker outage", Duration::from_secs(60), || {
+        http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("kafka"))
+    });
+    assert!(job.is_running(), "the job must wait for the broker, not exit");
     kafka_script("start");
 
     case.produce(rest, 3);
     let all = expected_state(&lines);
-    wait_until(
-        "the job has resumed and caught up",
-        Duration::from_secs(120),
-        || change_log_state(&case.changes_path()) == all,
-    );
+    wait_until("the job has resumed and caught up", Duration::from_secs(120), || {
+        change_log_state(&case.changes_path()) == all
+    });
     wait_until("/health recovers", Duration::from_secs(60), || {
         http_get(port, "/health").is_some_and(|(status, _)| status == 200)
     });
@@ -320,11 +275,7 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
     let (_, end) = consumer
         .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
         .unwrap();
-    assert_eq!(
-        end,
-        1 + bad.len() as i64,
-        "every bad record is on the topic"
-    );
+    assert_eq!(end, 1 + bad.len() as i64, "every bad record is on the topic");
     case.run_to_end(&case.config, &[]);
     // The bad update to p-1 (stock -1) left its previous state in place.
     assert_eq!(
@@ -341,16 +292,13 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
 
     let mut assignment = TopicPartitionList::new();
     let topic = case.dead_letter_topic.clone().unwrap();
-    assignment
-        .add_partition_offset(&topic, 0, Offset::Beginning)
-        .unwrap();
+    assignment.add_partition_offset(&topic, 0, Offset::Beginning).unwrap();
     consumer.assign(&assignment).unwrap();
     let mut letters = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while letters.len() < bad.len() && std::time::Instant::now() < deadline {
         if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
-            let value: serde_json::Value =
-                serde_json::from_slice(message.payload().unwrap()).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(message.payload().unwrap()).unwrap();
             letters.push(value);
         }
     }
@@ -394,14 +342,7 @@ fn two_processes_of_two_workers_agree_with_one_worker() {
                     "--progress-secs",
                     "0",
                 ])
-                .args([
-                    "--workers",
-                    "2",
-                    "--processes",
-                    "2",
-                    "--hostfile",
-                    path_str(&hostfile),
-                ])
+                .args(["--workers", "2", "--processes", "2", "--hostfile", path_str(&hostfile)])
                 .args(["--process", &process.to_string()])
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -411,16 +352,9 @@ fn two_processes_of_two_workers_agree_with_one_worker() {
         .collect();
     for process in processes {
         let output = process.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     }
     let single = change_log_state(&case.changes_path());
     assert_eq!(single, expected_state(&lines));
-    assert_eq!(
-        change_log_state(&case.dir.path().join("cluster-changes.jsonl")),
-        single
-    );
+    assert_eq!(change_log_state(&case.dir.path().join("cluster-changes.jsonl")), single);
 }

@@ -41,46 +41,35 @@ fn campaign_value() -> impl Strategy<Value = String> {
         prop::option::of(0..4u64),
         prop::option::weighted(0.3, any::<bool>()),
     )
-        .prop_map(
-            |(categories, brands, sellers, excluded, min, max, min_stock, active)| {
-                let mut fields = Vec::new();
-                let list = |ids: &Vec<u64>| {
-                    format!(
-                        "[{}]",
-                        ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
-                    )
-                };
-                if let Some(ids) = categories {
-                    fields.push(format!(r#""category_ids": {}"#, list(&ids)));
-                }
-                if let Some(ids) = brands {
-                    fields.push(format!(r#""brand_ids": {}"#, list(&ids)));
-                }
-                if let Some(ids) = sellers {
-                    fields.push(format!(r#""seller_ids": {}"#, list(&ids)));
-                }
-                if let Some(ids) = excluded {
-                    fields.push(format!(r#""excluded_seller_ids": {}"#, list(&ids)));
-                }
-                if let Some(cents) = min {
-                    fields.push(format!(
-                        r#""min_price": {}.{:02}"#,
-                        cents / 100,
-                        cents % 100
-                    ));
-                }
-                if let Some(cents) = max {
-                    fields.push(format!(r#""max_price": {}"#, cents as f64 / 100.0));
-                }
-                if let Some(stock) = min_stock {
-                    fields.push(format!(r#""min_stock": {stock}"#));
-                }
-                if let Some(active) = active {
-                    fields.push(format!(r#""active": {active}"#));
-                }
-                format!("{{{}}}", fields.join(", "))
-            },
-        )
+        .prop_map(|(categories, brands, sellers, excluded, min, max, min_stock, active)| {
+            let mut fields = Vec::new();
+            let list = |ids: &Vec<u64>| format!("[{}]", ids.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
+            if let Some(ids) = categories {
+                fields.push(format!(r#""category_ids": {}"#, list(&ids)));
+            }
+            if let Some(ids) = brands {
+                fields.push(format!(r#""brand_ids": {}"#, list(&ids)));
+            }
+            if let Some(ids) = sellers {
+                fields.push(format!(r#""seller_ids": {}"#, list(&ids)));
+            }
+            if let Some(ids) = excluded {
+                fields.push(format!(r#""excluded_seller_ids": {}"#, list(&ids)));
+            }
+            if let Some(cents) = min {
+                fields.push(format!(r#""min_price": {}.{:02}"#, cents / 100, cents % 100));
+            }
+            if let Some(cents) = max {
+                fields.push(format!(r#""max_price": {}"#, cents as f64 / 100.0));
+            }
+            if let Some(stock) = min_stock {
+                fields.push(format!(r#""min_stock": {stock}"#));
+            }
+            if let Some(active) = active {
+                fields.push(format!(r#""active": {active}"#));
+            }
+            format!("{{{}}}", fields.join(", "))
+        })
 }
 
 fn event_line() -> impl Strategy<Value = String> {
@@ -104,10 +93,7 @@ fn expected(lines: &[String], batch_size: u64) -> (Vec<PairChange>, Vec<u64>) {
     let mut rejected = Vec::new();
     let mut batches: BTreeMap<Time, Vec<(u64, &String)>> = BTreeMap::new();
     for (n, line) in lines.iter().enumerate() {
-        batches
-            .entry(n as u64 / batch_size)
-            .or_default()
-            .push((n as u64, line));
+        batches.entry(n as u64 / batch_size).or_default().push((n as u64, line));
     }
     for (time, batch) in batches {
         // Applying in line order leaves the last valid record of each key in place.

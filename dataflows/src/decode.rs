@@ -87,11 +87,7 @@ pub enum DecodeError {
     #[error("field `{field}` must be an integer, found {text}")]
     NotInteger { field: String, text: String },
     #[error("field `{field}` is out of range (at most {max}), found {text}")]
-    OutOfRange {
-        field: String,
-        max: u64,
-        text: String,
-    },
+    OutOfRange { field: String, max: u64, text: String },
 }
 
 impl DecodeError {
@@ -103,9 +99,7 @@ impl DecodeError {
             DecodeError::NotAnObject { .. } => "not_an_object",
             DecodeError::MissingTopic => "missing_topic",
             DecodeError::TopicNotString(_) | DecodeError::UnknownTopic(_) => "unknown_topic",
-            DecodeError::MissingKey | DecodeError::KeyNotString(_) | DecodeError::EmptyKey => {
-                "missing_key"
-            }
+            DecodeError::MissingKey | DecodeError::KeyNotString(_) | DecodeError::EmptyKey => "missing_key",
             DecodeError::MissingValue => "missing_value",
             DecodeError::MissingField(_) => "missing_field",
             DecodeError::WrongType { .. } => "wrong_type",
@@ -192,10 +186,7 @@ struct CampaignFields<'a> {
 }
 
 /// Parses `text` as a JSON object of the shape `T`, naming `what` it is in errors.
-fn parse_object<'a, T: Deserialize<'a>>(
-    text: &'a str,
-    what: &'static str,
-) -> Result<T, DecodeError> {
+fn parse_object<'a, T: Deserialize<'a>>(text: &'a str, what: &'static str) -> Result<T, DecodeError> {
     // Serde would also read a struct from an array, so the shape is checked first.
     if !text.trim_start().starts_with('{') {
         return match serde_json::from_str::<&RawValue>(text) {
@@ -213,13 +204,7 @@ fn parse_object<'a, T: Deserialize<'a>>(
 /// stock sum free of overflow.
 pub const MAX_STOCK: u64 = u32::MAX as u64;
 
-fn number_error(
-    field: &str,
-    text: &str,
-    error: NumberError,
-    max: u64,
-    expected: &'static str,
-) -> DecodeError {
+fn number_error(field: &str, text: &str, error: NumberError, max: u64, expected: &'static str) -> DecodeError {
     match error {
         NumberError::NotANumber => DecodeError::WrongType {
             field: field.to_owned(),
@@ -275,14 +260,10 @@ fn integer(field: &str, raw: &RawValue, max: u64) -> Result<u64, DecodeError> {
 fn price(field: &str, raw: &RawValue) -> Result<u64, DecodeError> {
     expect_number(field, raw, NON_NEGATIVE_NUMBER)?;
     let text = raw.get();
-    number::to_scaled(text, 2)
-        .map_err(|error| number_error(field, text, error, u64::MAX, NON_NEGATIVE_NUMBER))
+    number::to_scaled(text, 2).map_err(|error| number_error(field, text, error, u64::MAX, NON_NEGATIVE_NUMBER))
 }
 
-fn required<'a>(
-    field: &'static str,
-    raw: Option<&'a RawValue>,
-) -> Result<&'a RawValue, DecodeError> {
+fn required<'a>(field: &'static str, raw: Option<&'a RawValue>) -> Result<&'a RawValue, DecodeError> {
     raw.ok_or(DecodeError::MissingField(field))
 }
 
@@ -303,8 +284,8 @@ fn id_list(field: &str, raw: Option<&RawValue>) -> Result<IdSet, DecodeError> {
             found,
         });
     }
-    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
-        .map_err(|error| DecodeError::InvalidJson(error.to_string()))?;
+    let items: Vec<&RawValue> =
+        serde_json::from_str(raw.get()).map_err(|error| DecodeError::InvalidJson(error.to_string()))?;
     let mut ids = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         ids.push(integer(&format!("{field}[{index}]"), item, u64::MAX)?);
@@ -317,16 +298,8 @@ pub fn decode_product(value: Option<&str>) -> Result<Option<Product>, DecodeErro
     let Some(text) = value else { return Ok(None) };
     let fields: ProductFields = parse_object(text, "product value")?;
     Ok(Some(Product {
-        seller_id: integer(
-            "seller_id",
-            required("seller_id", fields.seller_id)?,
-            u64::MAX,
-        )?,
-        category_id: integer(
-            "category_id",
-            required("category_id", fields.category_id)?,
-            u64::MAX,
-        )?,
+        seller_id: integer("seller_id", required("seller_id", fields.seller_id)?, u64::MAX)?,
+        category_id: integer("category_id", required("category_id", fields.category_id)?, u64::MAX)?,
         brand_id: integer("brand_id", required("brand_id", fields.brand_id)?, u64::MAX)?,
         price_minor: price("price", required("price", fields.price)?)?,
         stock: integer("stock", required("stock", fields.stock)?, MAX_STOCK)? as u32,
@@ -389,11 +362,7 @@ pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
 }
 
 /// Decodes a Kafka-style record: raw key and value bytes, a null value being a tombstone.
-pub fn decode_message(
-    topic: Topic,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-) -> Result<Record, DecodeError> {
+pub fn decode_message(topic: Topic, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Record, DecodeError> {
     let key = decode_key(key)?;
     let value = value
         .map(|bytes| std::str::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8))
@@ -420,8 +389,9 @@ pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
 
     let topic_raw = fields.topic.ok_or(DecodeError::MissingTopic)?;
     let topic_name: String = match JsonKind::of(topic_raw) {
-        JsonKind::String => serde_json::from_str(topic_raw.get())
-            .map_err(|e| DecodeError::InvalidJson(e.to_string()))?,
+        JsonKind::String => {
+            serde_json::from_str(topic_raw.get()).map_err(|e| DecodeError::InvalidJson(e.to_string()))?
+        }
         found => return Err(DecodeError::TopicNotString(found)),
     };
     let topic = match topic_name.as_str() {
@@ -432,8 +402,7 @@ pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
 
     let key_raw = fields.key.ok_or(DecodeError::MissingKey)?;
     let key: String = match JsonKind::of(key_raw) {
-        JsonKind::String => serde_json::from_str(key_raw.get())
-            .map_err(|e| DecodeError::InvalidJson(e.to_string()))?,
+        JsonKind::String => serde_json::from_str(key_raw.get()).map_err(|e| DecodeError::InvalidJson(e.to_string()))?,
         JsonKind::Null => return Err(DecodeError::MissingKey),
         found => return Err(DecodeError::KeyNotString(found)),
     };

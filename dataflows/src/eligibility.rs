@@ -58,10 +58,7 @@ pub fn render_eligibility<'scope>(
         ValSpine<CampaignId, Campaign, Time, isize>,
         CampaignId,
         Campaign,
-    >(
-        campaigns.latest_per_key("LatestCampaign"),
-        "UpsertCampaigns",
-    );
+    >(campaigns.latest_per_key("LatestCampaign"), "UpsertCampaigns");
 
     let products_by_key = products
         .clone()
@@ -73,8 +70,9 @@ pub fn render_eligibility<'scope>(
         .distinct_total();
 
     let keyed_campaigns =
-        campaigns.clone().flat_map_ref(
-            |id: &CampaignId, campaign: &Campaign| match index_campaign(campaign) {
+        campaigns
+            .clone()
+            .flat_map_ref(|id: &CampaignId, campaign: &Campaign| match index_campaign(campaign) {
                 Some(CampaignIndex::Keys(keys, residual)) => keys
                     .into_iter()
                     .map(|key| {
@@ -86,13 +84,12 @@ pub fn render_eligibility<'scope>(
                     })
                     .collect(),
                 _ => Vec::new(),
-            },
-        );
+            });
 
     // Campaigns without list criteria meet products through every category in use, so
     // products need no fourth "all" key and no worker holds every product.
-    let unrestricted_campaigns = campaigns.flat_map_ref(|id: &CampaignId, campaign: &Campaign| {
-        match index_campaign(campaign) {
+    let unrestricted_campaigns =
+        campaigns.flat_map_ref(|id: &CampaignId, campaign: &Campaign| match index_campaign(campaign) {
             Some(CampaignIndex::EveryCategory(residual)) => Some((
                 (),
                 CampaignMatcher {
@@ -101,8 +98,7 @@ pub fn render_eligibility<'scope>(
                 },
             )),
             _ => None,
-        }
-    });
+        });
     let spread_campaigns = unrestricted_campaigns.join_map(
         categories_in_use.map(|category| ((), category)),
         |_unit, matcher, category| (PredicateKey::Category(*category), matcher.clone()),
@@ -113,18 +109,15 @@ pub fn render_eligibility<'scope>(
         .arrange_by_key_named("CampaignsByPredicate");
 
     products_by_key
-        .join_core(
-            campaigns_by_key,
-            |_key, product, matcher: &CampaignMatcher| {
-                is_eligible(product, &matcher.residual).then(|| {
-                    let pair = PairKey {
-                        campaign_id: matcher.campaign_id.clone(),
-                        seller_id: product.seller_id,
-                    };
-                    (pair, product.stock)
-                })
-            },
-        )
+        .join_core(campaigns_by_key, |_key, product, matcher: &CampaignMatcher| {
+            is_eligible(product, &matcher.residual).then(|| {
+                let pair = PairKey {
+                    campaign_id: matcher.campaign_id.clone(),
+                    seller_id: product.seller_id,
+                };
+                (pair, product.stock)
+            })
+        })
         .explode(|(pair, stock)| Some((pair, (1isize, stock as isize))))
         .count_total()
 }

@@ -85,9 +85,7 @@ impl<'a> Literal<'a> {
             let exp_start = i;
             while i < bytes.len() && bytes[i].is_ascii_digit() {
                 // Saturate: an exponent beyond any sane size is out of range either way.
-                exponent = exponent
-                    .saturating_mul(10)
-                    .saturating_add(i64::from(bytes[i] - b'0'));
+                exponent = exponent.saturating_mul(10).saturating_add(i64::from(bytes[i] - b'0'));
                 i += 1;
             }
             if i == exp_start {
@@ -109,10 +107,7 @@ impl<'a> Literal<'a> {
     }
 
     fn is_zero(&self) -> bool {
-        self.int_digits
-            .iter()
-            .chain(self.frac_digits)
-            .all(|d| *d == b'0')
+        self.int_digits.iter().chain(self.frac_digits).all(|d| *d == b'0')
     }
 
     fn scaled(&self, scale: i64, rounding: Rounding) -> Result<u64, NumberError> {
@@ -131,8 +126,7 @@ impl<'a> Literal<'a> {
             .skip_while(|d| *d == b'0')
             .collect();
         // value = digits * 10^shift
-        let frac_len =
-            i64::try_from(self.frac_digits.len()).map_err(|_| NumberError::OutOfRange)?;
+        let frac_len = i64::try_from(self.frac_digits.len()).map_err(|_| NumberError::OutOfRange)?;
         let shift = self.exponent.saturating_sub(frac_len).saturating_add(scale);
         let kept_len = i64::try_from(digits.len())
             .map_err(|_| NumberError::OutOfRange)?
@@ -161,8 +155,7 @@ impl<'a> Literal<'a> {
             Rounding::Exact if dropped_nonzero => Err(NumberError::NotInteger),
             Rounding::Exact => Ok(value),
             Rounding::HalfUp => {
-                let round_up =
-                    first_dropped_is_leading && dropped.first().is_some_and(|d| *d >= b'5');
+                let round_up = first_dropped_is_leading && dropped.first().is_some_and(|d| *d >= b'5');
                 if round_up {
                     value.checked_add(1).ok_or(NumberError::OutOfRange)
                 } else {
@@ -215,10 +208,7 @@ mod tests {
         assert_eq!(to_integer("15.0"), Ok(15));
         assert_eq!(to_integer("1.5e1"), Ok(15));
         assert_eq!(to_integer("18446744073709551615"), Ok(u64::MAX));
-        assert_eq!(
-            to_integer("18446744073709551616"),
-            Err(NumberError::OutOfRange)
-        );
+        assert_eq!(to_integer("18446744073709551616"), Err(NumberError::OutOfRange));
         assert_eq!(to_integer("1.5"), Err(NumberError::NotInteger));
         assert_eq!(to_integer("1e-1"), Err(NumberError::NotInteger));
         assert_eq!(to_integer("1e400"), Err(NumberError::OutOfRange));
@@ -226,9 +216,7 @@ mod tests {
 
     #[test]
     fn non_numbers_are_rejected() {
-        for text in [
-            "", "-", "01", "1.", ".5", "1e", "1e+", "abc", "1 ", "+1", "0x10",
-        ] {
+        for text in ["", "-", "01", "1.", ".5", "1e", "1e+", "abc", "1 ", "+1", "0x10"] {
             assert_eq!(to_integer(text), Err(NumberError::NotANumber), "{text:?}");
         }
     }

@@ -98,9 +98,7 @@ pub fn apply_changes(state: &mut PairState, changes: &[PairChange]) -> Result<()
         let current = match change.figures {
             Some(figures) => {
                 if figures.eligible_products == 0 {
-                    return Err(format!(
-                        "upsert of a pair with no eligible products: {change:?}"
-                    ));
+                    return Err(format!("upsert of a pair with no eligible products: {change:?}"));
                 }
                 let current = state.insert(change.pair.clone(), figures);
                 if current == Some(figures) {
@@ -111,9 +109,7 @@ pub fn apply_changes(state: &mut PairState, changes: &[PairChange]) -> Result<()
             None => {
                 let current = state.remove(&change.pair);
                 if current.is_none() {
-                    return Err(format!(
-                        "delete names a pair that does not exist: {change:?}"
-                    ));
+                    return Err(format!("delete names a pair that does not exist: {change:?}"));
                 }
                 current
             }

@@ -62,22 +62,13 @@ pub fn index_campaign(c: &Campaign) -> Option<CampaignIndex> {
     let mut residual = c.clone();
     let index = if !c.category_ids.is_empty() {
         residual.category_ids = Default::default();
-        CampaignIndex::Keys(
-            c.category_ids.iter().map(PredicateKey::Category).collect(),
-            residual,
-        )
+        CampaignIndex::Keys(c.category_ids.iter().map(PredicateKey::Category).collect(), residual)
     } else if !c.brand_ids.is_empty() {
         residual.brand_ids = Default::default();
-        CampaignIndex::Keys(
-            c.brand_ids.iter().map(PredicateKey::Brand).collect(),
-            residual,
-        )
+        CampaignIndex::Keys(c.brand_ids.iter().map(PredicateKey::Brand).collect(), residual)
     } else if !c.seller_ids.is_empty() {
         residual.seller_ids = Default::default();
-        CampaignIndex::Keys(
-            c.seller_ids.iter().map(PredicateKey::Seller).collect(),
-            residual,
-        )
+        CampaignIndex::Keys(c.seller_ids.iter().map(PredicateKey::Seller).collect(), residual)
     } else {
         CampaignIndex::EveryCategory(residual)
     };
@@ -256,10 +247,7 @@ mod tests {
         let Some(CampaignIndex::Keys(keys, residual)) = index_campaign(&c) else {
             panic!()
         };
-        assert_eq!(
-            keys,
-            vec![PredicateKey::Category(1), PredicateKey::Category(2)]
-        );
+        assert_eq!(keys, vec![PredicateKey::Category(1), PredicateKey::Category(2)]);
         assert!(residual.category_ids.is_empty());
         assert_eq!(residual.brand_ids, c.brand_ids);
 
@@ -281,19 +269,13 @@ mod tests {
         let Some(CampaignIndex::Keys(keys, _)) = index_campaign(&c) else {
             panic!()
         };
-        assert_eq!(
-            keys,
-            vec![PredicateKey::Seller(42), PredicateKey::Seller(43)]
-        );
+        assert_eq!(keys, vec![PredicateKey::Seller(42), PredicateKey::Seller(43)]);
 
         let c = Campaign {
             excluded_seller_ids: ids(&[1]),
             ..Campaign::unrestricted()
         };
-        assert!(matches!(
-            index_campaign(&c),
-            Some(CampaignIndex::EveryCategory(_))
-        ));
+        assert!(matches!(index_campaign(&c), Some(CampaignIndex::EveryCategory(_))));
     }
 
     mod invariant {
@@ -313,13 +295,7 @@ mod tests {
                 any::<bool>(),
             )
                 .prop_map(
-                    |(
-                        (category_ids, brand_ids, seller_ids, excluded_seller_ids),
-                        min,
-                        max,
-                        min_stock,
-                        active,
-                    )| {
+                    |((category_ids, brand_ids, seller_ids, excluded_seller_ids), min, max, min_stock, active)| {
                         Campaign {
                             category_ids,
                             brand_ids,

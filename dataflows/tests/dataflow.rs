@@ -54,11 +54,7 @@ fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
         }
     })
     .unwrap();
-    let mut changes: Vec<PairChange> = recv
-        .extract()
-        .into_iter()
-        .flat_map(|(_time, data)| data)
-        .collect();
+    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
     changes.sort();
     changes
 }
@@ -326,10 +322,7 @@ fn run_reconciled(
             for (pair, figures) in held.iter() {
                 held_in.insert((
                     pair.clone(),
-                    (
-                        figures.eligible_products as isize,
-                        figures.eligible_stock as isize,
-                    ),
+                    (figures.eligible_products as isize, figures.eligible_stock as isize),
                 ));
             }
         }
@@ -357,11 +350,7 @@ fn run_reconciled(
         }
     })
     .unwrap();
-    let mut changes: Vec<PairChange> = recv
-        .extract()
-        .into_iter()
-        .flat_map(|(_time, data)| data)
-        .collect();
+    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
     changes.sort();
     // Times before LIVE_FROM only replay what is held; a sink never writes them.
     changes.retain(|change| change.time >= LIVE_FROM);

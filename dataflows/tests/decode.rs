@@ -15,8 +15,7 @@ fn campaign_line(value: &str) -> String {
     format!(r#"{{"topic": "campaigns", "key": "c-1", "value": {value}}}"#)
 }
 
-const PRODUCT: &str =
-    r#"{"seller_id": 42, "category_id": 1001, "brand_id": 7, "price": 129.90, "stock": 15}"#;
+const PRODUCT: &str = r#"{"seller_id": 42, "category_id": 1001, "brand_id": 7, "price": 129.90, "stock": 15}"#;
 
 #[test]
 fn a_product_decodes_with_its_price_in_minor_units() {
@@ -38,8 +37,7 @@ fn a_product_decodes_with_its_price_in_minor_units() {
 fn unknown_fields_and_whitespace_are_ignored() {
     let value = r#"{ "seller_id" : 42 , "category_id": 1001, "brand_id": 7, "price": 5, "stock": 0,
                     "title": "kettle", "tags": [1, {"x": null}] }"#;
-    let line = format!(r#"{{"key": "p-1", "extra": true, "value": {value}, "topic": "products"}}"#)
-        .replace('\n', " ");
+    let line = format!(r#"{{"key": "p-1", "extra": true, "value": {value}, "topic": "products"}}"#).replace('\n', " ");
     let Change::Product(Some(product)) = decode(&line).unwrap().change else {
         panic!()
     };
@@ -49,14 +47,8 @@ fn unknown_fields_and_whitespace_are_ignored() {
 
 #[test]
 fn a_null_value_is_a_tombstone() {
-    assert_eq!(
-        decode(&product_line("null")).unwrap().change,
-        Change::Product(None)
-    );
-    assert_eq!(
-        decode(&campaign_line("null")).unwrap().change,
-        Change::Campaign(None)
-    );
+    assert_eq!(decode(&product_line("null")).unwrap().change, Change::Product(None));
+    assert_eq!(decode(&campaign_line("null")).unwrap().change, Change::Campaign(None));
 }
 
 #[test]
@@ -103,10 +95,7 @@ fn rejected(line: &str) -> DecodeError {
 
 #[test]
 fn envelope_rejections_name_what_is_wrong() {
-    assert_eq!(
-        decode_envelope(b"\xff\xfe").unwrap_err(),
-        DecodeError::NotUtf8
-    );
+    assert_eq!(decode_envelope(b"\xff\xfe").unwrap_err(), DecodeError::NotUtf8);
     assert!(matches!(rejected("{not json"), DecodeError::InvalidJson(_)));
     assert!(matches!(rejected(""), DecodeError::InvalidJson(_)));
     assert!(matches!(
@@ -120,10 +109,7 @@ fn envelope_rejections_name_what_is_wrong() {
             found: JsonKind::Array
         }
     );
-    assert_eq!(
-        rejected(r#"{"key": "p-1", "value": null}"#),
-        DecodeError::MissingTopic
-    );
+    assert_eq!(rejected(r#"{"key": "p-1", "value": null}"#), DecodeError::MissingTopic);
     assert_eq!(
         rejected(r#"{"topic": 3, "key": "p-1", "value": null}"#),
         DecodeError::TopicNotString(JsonKind::Number)
@@ -171,8 +157,7 @@ fn envelope_rejections_name_what_is_wrong() {
 #[test]
 fn product_rejections_name_the_field() {
     for field in ["seller_id", "category_id", "brand_id", "price", "stock"] {
-        let mut value: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(PRODUCT).unwrap();
+        let mut value: serde_json::Map<String, serde_json::Value> = serde_json::from_str(PRODUCT).unwrap();
         value.remove(field);
         let line = product_line(&serde_json::Value::Object(value).to_string());
         assert_eq!(rejected(&line), DecodeError::MissingField(field), "{line}");
@@ -354,10 +339,7 @@ fn every_rejection_has_a_readable_reason_and_a_code() {
     let error = rejected(&product_line(
         r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": -2}"#,
     ));
-    assert_eq!(
-        error.to_string(),
-        "field `stock` must not be negative, found -2"
-    );
+    assert_eq!(error.to_string(), "field `stock` must not be negative, found -2");
     assert_eq!(error.code(), "negative");
     assert_eq!(
         rejected(&product_line(

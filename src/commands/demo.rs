@@ -103,11 +103,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     // The biggest sellers first: they have the most to show.
     let mut sellers: Vec<(&SellerId, &Vec<(String, PairFigures)>)> = by_seller.iter().collect();
     sellers.sort_by_key(|(seller, campaigns)| {
-        let products: u64 = campaigns
-            .iter()
-            .map(|(_, f)| f.eligible_products)
-            .max()
-            .unwrap_or(0);
+        let products: u64 = campaigns.iter().map(|(_, f)| f.eligible_products).max().unwrap_or(0);
         (std::cmp::Reverse(products), **seller)
     });
     for (seller, campaigns) in sellers.into_iter().take(args.show_sellers) {
@@ -118,17 +114,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
 
 fn print_seller(seller: SellerId, campaigns: &[(String, PairFigures)]) {
     let mut by_products = campaigns.to_vec();
-    by_products.sort_by(|a, b| {
-        b.1.eligible_products
-            .cmp(&a.1.eligible_products)
-            .then(a.0.cmp(&b.0))
-    });
+    by_products.sort_by(|a, b| b.1.eligible_products.cmp(&a.1.eligible_products).then(a.0.cmp(&b.0)));
     let mut by_stock = campaigns.to_vec();
-    by_stock.sort_by(|a, b| {
-        b.1.eligible_stock
-            .cmp(&a.1.eligible_stock)
-            .then(a.0.cmp(&b.0))
-    });
+    by_stock.sort_by(|a, b| b.1.eligible_stock.cmp(&a.1.eligible_stock).then(a.0.cmp(&b.0)));
     println!(
         "\nSeller {seller} can join {} campaigns. The first five:",
         campaigns.len()
@@ -141,12 +129,7 @@ fn print_seller(seller: SellerId, campaigns: &[(String, PairFigures)]) {
         let (a, b) = (&by_products[row], &by_stock[row]);
         println!(
             "  {:<8} {:>8} products {:>9} stock   {:<8} {:>9} stock {:>8} products",
-            a.0,
-            a.1.eligible_products,
-            a.1.eligible_stock,
-            b.0,
-            b.1.eligible_stock,
-            b.1.eligible_products
+            a.0, a.1.eligible_products, a.1.eligible_stock, b.0, b.1.eligible_stock, b.1.eligible_products
         );
     }
 }

@@ -14,8 +14,8 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
     let mut out: Box<dyn Write> = if args.output.as_os_str() == "-" {
         Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
     } else {
-        let file = std::fs::File::create(&args.output)
-            .with_context(|| format!("cannot create {}", args.output.display()))?;
+        let file =
+            std::fs::File::create(&args.output).with_context(|| format!("cannot create {}", args.output.display()))?;
         Box::new(std::io::BufWriter::with_capacity(1 << 20, file))
     };
     let stats = generate(&spec, &mut out).context("cannot write the event log")?;

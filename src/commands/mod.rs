@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod campaigns;
 pub mod demo;
 pub mod generate;
 pub mod produce;

@@ -46,14 +46,11 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     let producer: BaseProducer = producer_config(&kafka, &properties, "eligibility-produce")
         .create()
         .context("cannot create the Kafka producer")?;
-    let file = std::fs::File::open(&args.input)
-        .with_context(|| format!("cannot open {}", args.input.display()))?;
+    let file = std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let bar = ProgressBar::new(size).with_style(
-        ProgressStyle::with_template(
-            "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
-        )
-        .expect("a valid template"),
+        ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}")
+            .expect("a valid template"),
     );
     let started = Instant::now();
     let (mut sent, mut unreadable) = (0u64, 0u64);
@@ -88,9 +85,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
             match producer.send(record) {
                 Ok(()) => break,
                 Err((
-                    rdkafka::error::KafkaError::MessageProduction(
-                        rdkafka::types::RDKafkaErrorCode::QueueFull,
-                    ),
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
                     returned,
                 )) => {
                     producer.poll(Duration::from_millis(50));

@@ -11,12 +11,11 @@ use crate::cli::RunArgs;
 use crate::cluster::ClusterOptions;
 use crate::config::JobConfig;
 use crate::dead_letter::DeadLetter;
-use crate::job::{
-    self, dead_letters_on_first_worker, ChangeOutput, HeldPairs, Job, JobReport, ProgressCommit,
-};
+use crate::job::{self, dead_letters_on_first_worker, ChangeOutput, HeldPairs, Job, JobReport, ProgressCommit};
 use crate::metrics::Metrics;
 use crate::progress::file::FileProgressStore;
 use crate::progress::ProgressStore;
+use crate::sink::elasticsearch::progress::ElasticsearchProgressStore;
 use crate::sink::file_outputs::jsonl_files;
 use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
 use crate::sink::kafka_dead_letter::KafkaDeadLetterSink;
@@ -24,7 +23,7 @@ use crate::sink::written_before::SkipWrittenDeadLetters;
 use crate::sink::Sink;
 use crate::source::event_log::{EventLogFactory, EventLogInput};
 use crate::source::kafka::client::{admin_config, producer_config};
-use crate::source::kafka::clock::LIVE_TIME_BASE;
+use crate::source::kafka::clock::live_time_now;
 use crate::source::kafka::start::{self, StartFrom};
 use crate::source::kafka::topics::{ensure_topics, TopicSpec};
 use crate::source::kafka::KafkaSourceFactory;
@@ -53,8 +52,7 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
     // Fail on a bad layout before any file is created.
     cluster.timely_config()?;
     let metrics = Arc::new(Metrics::new());
-    let (changes, dead_letters) =
-        jsonl_files(cluster.process, &args.output, &args.dead_letter, &metrics)?;
+    let (changes, dead_letters) = jsonl_files(cluster.process, &args.output, &args.dead_letter, &metrics)?;
     let job = Job {
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Path(input.clone()),
@@ -88,11 +86,32 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
         crate::metrics::http::serve(&config.metrics.listen, metrics.clone())?;
     }
     let first_process = cluster.process == 0;
+    // Requests of the search and key-value sinks run here, off the timely workers.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("sink-io")
+        .enable_all()
+        .build()
+        .context("cannot start the sink runtime")?;
+    let handle = runtime.handle().clone();
 
-    // Process 0 holds the file outputs and the progress record.
-    let mut store: Option<Box<dyn ProgressStore>> = match (first_process, config.progress_path()) {
-        (true, Some(path)) => Some(Box::new(FileProgressStore::new(path))),
-        _ => None,
+    // Process 0 commits the progress record: beside the pairs in Elasticsearch when that
+    // sink is configured, else in a file next to the change log.
+    let mut store: Option<Box<dyn ProgressStore>> = match (first_process, &config.sinks.elasticsearch) {
+        (false, _) => None,
+        (true, Some(elasticsearch)) => {
+            let store = ElasticsearchProgressStore {
+                client: crate::sink::elasticsearch::client::connect(elasticsearch)?,
+                index: elasticsearch.progress_index.clone(),
+                id: elasticsearch.job_id.clone(),
+                runtime: handle.clone(),
+            };
+            handle.block_on(store.ensure_index())?;
+            Some(Box::new(store))
+        }
+        (true, None) => config
+            .progress_path()
+            .map(|path| Box::new(FileProgressStore::new(path)) as Box<dyn ProgressStore>),
     };
     let committed = match store.as_mut() {
         Some(store) => store.load()?,
@@ -105,23 +124,31 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
             "found a progress record"
         );
     }
-    metrics.health.set_unhealthy(
-        crate::source::kafka::HEALTH_COMPONENT,
-        "connecting to Kafka",
-    );
-    let plan = start::plan(&config.kafka, &from, committed.as_ref())?;
     metrics
         .health
-        .set_healthy(crate::source::kafka::HEALTH_COMPONENT);
+        .set_unhealthy(crate::source::kafka::HEALTH_COMPONENT, "connecting to Kafka");
+    let plan = start::plan(&config.kafka, &from, committed.as_ref())?;
+    metrics.health.set_healthy(crate::source::kafka::HEALTH_COMPONENT);
     tracing::info!(partitions = plan.partitions.len(), from = %args.from, "start plan ready");
 
-    let forget_figures = matches!(from, StartFrom::Earliest);
-    let changes = vec![jsonl_output(
-        &config,
-        &metrics,
-        first_process,
-        forget_figures,
-    )?];
+    // Every live time, and so every version written, lies above what any sink holds.
+    let mut proposal = live_time_now().max(committed.as_ref().map_or(0, |record| record.time + 1));
+    let mut changes = Vec::new();
+    if config.sinks.jsonl.is_some() {
+        changes.push(jsonl_output(&config, &metrics, first_process)?);
+    }
+    if let Some(elasticsearch) = &config.sinks.elasticsearch {
+        let (output, max_version) =
+            crate::sink::elasticsearch::output(elasticsearch, &metrics, &handle, first_process)?;
+        proposal = proposal.max(max_version + 1);
+        changes.push(output);
+    }
+    if matches!(from, StartFrom::Earliest) {
+        for output in &mut changes {
+            let held = output.held.get_mut().expect("poisoned").take().unwrap_or_default();
+            *output.held.get_mut().expect("poisoned") = Some(forgotten(held));
+        }
+    }
     let letters = match first_process {
         true => {
             let letters = open_dead_letter_sink(&config, &metrics)?;
@@ -147,13 +174,15 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
         dead_letters: dead_letters_on_first_worker(letters),
         metrics,
         progress_every: progress_every(args),
-        live_from: Some(LIVE_TIME_BASE),
+        live_from: Some(proposal),
         progress: Some(ProgressCommit {
             store: Mutex::new(store),
             interval: Duration::from_millis(config.progress.interval_ms),
         }),
     };
     let report = job::run(job)?;
+    // Whatever requests the sinks still had in flight were acknowledged before `run` returned.
+    runtime.shutdown_timeout(Duration::from_secs(5));
     if first_process {
         print_summary(&report, &cluster);
     }
@@ -171,26 +200,17 @@ fn forgotten(held: HeldPairs) -> HeldPairs {
 }
 
 /// The JSONL change log of a Kafka run: appended to, reconciled with what it holds.
-fn jsonl_output(
-    config: &JobConfig,
-    metrics: &Arc<Metrics>,
-    first_process: bool,
-    forget_figures: bool,
-) -> anyhow::Result<ChangeOutput> {
-    let jsonl = config
-        .sinks
-        .jsonl
-        .as_ref()
-        .context("no change sink is configured")?;
+fn jsonl_output(config: &JobConfig, metrics: &Arc<Metrics>, first_process: bool) -> anyhow::Result<ChangeOutput> {
+    let jsonl = config.sinks.jsonl.as_ref().context("no change sink is configured")?;
     if !first_process {
         return Ok(ChangeOutput::on_first_worker("jsonl", None, Vec::new()));
     }
-    let mut held: HeldPairs = change_log::recover(&jsonl.path)?.into_iter().collect();
+    let held: HeldPairs = change_log::recover(&jsonl.path)?.into_iter().collect();
     tracing::info!(pairs = held.len(), path = %jsonl.path.display(), "the change log holds these pairs");
-    metrics.pairs_live.inc_by(held.len() as i64);
-    if forget_figures {
-        held = forgotten(held);
-    }
+    metrics
+        .pairs_live
+        .get_or_create(&Metrics::sink("jsonl"))
+        .inc_by(held.len() as i64);
     let durability = Durability::Synced {
         interval: Duration::from_millis(jsonl.sync_interval_ms),
     };
@@ -202,10 +222,7 @@ fn jsonl_output(
     ))
 }
 
-fn open_dead_letter_sink(
-    config: &JobConfig,
-    metrics: &Arc<Metrics>,
-) -> anyhow::Result<Box<dyn Sink<DeadLetter>>> {
+fn open_dead_letter_sink(config: &JobConfig, metrics: &Arc<Metrics>) -> anyhow::Result<Box<dyn Sink<DeadLetter>>> {
     let properties = config.kafka.client_properties()?;
     match &config.dead_letter.topic {
         Some(topic) => {

@@ -159,9 +159,7 @@ impl Generator<'_> {
     /// Writes the line in `self.line`, or a malformed variant of it now and then.
     fn emit(&mut self, topic: &str, key: &str, value: &str) -> std::io::Result<()> {
         self.line.clear();
-        if self.spec.malformed_share > 0.0
-            && self.rng.random_bool(self.spec.malformed_share.min(1.0))
-        {
+        if self.spec.malformed_share > 0.0 && self.rng.random_bool(self.spec.malformed_share.min(1.0)) {
             self.line = self.malformed(topic, key, value);
             self.stats.malformed += 1;
         } else {
@@ -224,10 +222,7 @@ impl Generator<'_> {
             fields.push(format!(r#""seller_ids": {}"#, id_list(&c.sellers)));
         }
         if !c.excluded.is_empty() {
-            fields.push(format!(
-                r#""excluded_seller_ids": {}"#,
-                id_list(&c.excluded)
-            ));
+            fields.push(format!(r#""excluded_seller_ids": {}"#, id_list(&c.excluded)));
         }
         if let Some(min) = c.min_price_cents {
             fields.push(format!(r#""min_price": {}"#, price_text(min)));
@@ -287,11 +282,7 @@ impl Generator<'_> {
         }
     }
 
-    fn sample_distinct(
-        &mut self,
-        count: usize,
-        from: fn(&Self, &mut ChaCha8Rng) -> u64,
-    ) -> Vec<u64> {
+    fn sample_distinct(&mut self, count: usize, from: fn(&Self, &mut ChaCha8Rng) -> u64) -> Vec<u64> {
         let mut rng = self.rng.clone();
         let mut ids: Vec<u64> = (0..count).map(|_| from(self, &mut rng)).collect();
         self.rng = rng;
@@ -326,8 +317,7 @@ impl Generator<'_> {
             }
             80..88 => {
                 let n = self.rng.random_range(5..=200);
-                campaign.sellers =
-                    self.sample_distinct(n, |g, rng| rng.random_range(0..g.spec.sellers.max(1)));
+                campaign.sellers = self.sample_distinct(n, |g, rng| rng.random_range(0..g.spec.sellers.max(1)));
             }
             _ => {}
         }
@@ -369,11 +359,7 @@ impl Generator<'_> {
     /// campaigns change a few times a day and products all the time.
     fn update(&mut self) -> std::io::Result<()> {
         let roll = self.rng.random_range(0..10_000);
-        let product = if roll < 9_850 {
-            self.live_product()
-        } else {
-            None
-        };
+        let product = if roll < 9_850 { self.live_product() } else { None };
         match (roll, product) {
             (0..3_300, Some(index)) => {
                 let price = self.products[index].as_ref().map_or(0, |p| p.price_cents);
@@ -506,9 +492,7 @@ mod tests {
     fn every_line_is_decoded_or_counted_as_malformed() {
         let bytes = generate_to_vec(&small());
         let mut stats = GenerateStats::default();
-        generate(&small(), &mut std::io::sink())
-            .map(|s| stats = s)
-            .unwrap();
+        generate(&small(), &mut std::io::sink()).map(|s| stats = s).unwrap();
         let mut rejected = 0;
         let mut lines = 0;
         for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {

@@ -13,8 +13,7 @@ use super::Metrics;
 
 /// Serves the endpoint on a background thread; returns the address it listens on.
 pub fn serve(listen: &str, metrics: Arc<Metrics>) -> anyhow::Result<std::net::SocketAddr> {
-    let server = Server::http(listen)
-        .map_err(|error| anyhow!("cannot listen on {listen} for metrics: {error}"))?;
+    let server = Server::http(listen).map_err(|error| anyhow!("cannot listen on {listen} for metrics: {error}"))?;
     let address = server
         .server_addr()
         .to_ip()
@@ -37,15 +36,18 @@ pub fn serve(listen: &str, metrics: Arc<Metrics>) -> anyhow::Result<std::net::So
 fn respond(url: &str, metrics: &Metrics) -> Response<std::io::Cursor<Vec<u8>>> {
     let header = |value: &str| Header::from_bytes("Content-Type", value).expect("a valid header");
     match url {
-        "/metrics" => Response::from_string(metrics.encode()).with_header(header(
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )),
+        "/metrics" => Response::from_string(metrics.encode())
+            .with_header(header("application/openmetrics-text; version=1.0.0; charset=utf-8")),
         "/health" => {
             let (healthy, components) = metrics.health.report();
             let body: serde_json::Map<String, serde_json::Value> = components
                 .into_iter()
                 .map(|(name, status)| {
-                    let since = status.since.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+                    let since = status
+                        .since
+                        .duration_since(UNIX_EPOCH)
+                        .map(|d| d.as_secs())
+                        .unwrap_or(0);
                     let value = serde_json::json!({"healthy": status.healthy, "reason": status.reason, "since": since});
                     (name, value)
                 })

@@ -57,10 +57,11 @@ pub struct Metrics {
     pub batch_latency_seconds: Histogram,
     /// The acknowledged frontier (logical time) of all sinks.
     pub output_frontier: Gauge,
-    pub pairs_upserted: Counter,
-    pub pairs_deleted: Counter,
-    /// Pairs that exist, as far as this process's sinks have seen.
-    pub pairs_live: Gauge,
+    /// Per change sink: pair upserts and deletes written, and pairs that exist as far as
+    /// this process's instances of the sink have seen.
+    pub pairs_upserted: Family<SinkLabels, Counter>,
+    pub pairs_deleted: Family<SinkLabels, Counter>,
+    pub pairs_live: Family<SinkLabels, Gauge>,
     pub dead_letters_written: Counter,
     /// Sink-specific counters register themselves here.
     pub sinks: SinkMetrics,
@@ -98,9 +99,9 @@ impl Metrics {
             batch_records: histogram_of_records(),
             batch_latency_seconds: histogram_of_seconds(),
             output_frontier: Gauge::default(),
-            pairs_upserted: Counter::default(),
-            pairs_deleted: Counter::default(),
-            pairs_live: Gauge::default(),
+            pairs_upserted: Family::default(),
+            pairs_deleted: Family::default(),
+            pairs_live: Family::default(),
             dead_letters_written: Counter::default(),
             sinks: SinkMetrics {
                 requests: Family::default(),
@@ -158,16 +159,8 @@ impl Metrics {
             "Logical time below which every sink has acknowledged",
             metrics.output_frontier.clone(),
         );
-        registry.register(
-            "pairs_upserted",
-            "Pair upserts written",
-            metrics.pairs_upserted.clone(),
-        );
-        registry.register(
-            "pairs_deleted",
-            "Pair deletes written",
-            metrics.pairs_deleted.clone(),
-        );
+        registry.register("pairs_upserted", "Pair upserts written", metrics.pairs_upserted.clone());
+        registry.register("pairs_deleted", "Pair deletes written", metrics.pairs_deleted.clone());
         registry.register(
             "pairs_live",
             "Pairs that exist, as written by this process",
@@ -179,11 +172,7 @@ impl Metrics {
             metrics.dead_letters_written.clone(),
         );
         let sinks = &metrics.sinks;
-        registry.register(
-            "sink_requests",
-            "Requests sent to a sink",
-            sinks.requests.clone(),
-        );
+        registry.register("sink_requests", "Requests sent to a sink", sinks.requests.clone());
         registry.register(
             "sink_retries",
             "Requests or documents retried after a temporary failure",
@@ -214,22 +203,18 @@ impl Metrics {
             "Latency of sink requests",
             sinks.request_seconds.clone(),
         );
-        Metrics {
-            registry,
-            ..metrics
-        }
+        Metrics { registry, ..metrics }
     }
 
     /// The Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)
-            .expect("writing to a string cannot fail");
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("writing to a string cannot fail");
         text
     }
 
-    /// Accounts for changes written to the change output.
-    pub fn record_changes(&self, changes: &[dataflows::PairChange]) {
+    /// Accounts for changes `sink` was handed.
+    pub fn record_changes(&self, sink: &SinkLabels, changes: &[dataflows::PairChange]) {
         let mut upserts = 0;
         let mut live = 0i64;
         for change in changes {
@@ -240,9 +225,21 @@ impl Metrics {
             }
             upserts += u64::from(change.figures.is_some());
         }
-        self.pairs_upserted.inc_by(upserts);
-        self.pairs_deleted.inc_by(changes.len() as u64 - upserts);
-        self.pairs_live.inc_by(live);
+        self.pairs_upserted.get_or_create(sink).inc_by(upserts);
+        self.pairs_deleted
+            .get_or_create(sink)
+            .inc_by(changes.len() as u64 - upserts);
+        self.pairs_live.get_or_create(sink).inc_by(live);
+    }
+
+    /// (upserts, deletes, live pairs) of `sink`.
+    pub fn pair_counts(&self, sink: &str) -> (u64, u64, i64) {
+        let labels = Self::sink(sink);
+        (
+            self.pairs_upserted.get_or_create(&labels).get(),
+            self.pairs_deleted.get_or_create(&labels).get(),
+            self.pairs_live.get_or_create(&labels).get(),
+        )
     }
 
     pub fn partition(topic: &str, partition: i32) -> PartitionLabels {
@@ -253,8 +250,6 @@ impl Metrics {
     }
 
     pub fn sink(name: &str) -> SinkLabels {
-        SinkLabels {
-            sink: name.to_owned(),
-        }
+        SinkLabels { sink: name.to_owned() }
     }
 }

@@ -24,9 +24,7 @@ impl ProgressStore for FileProgressStore {
                 .map(Some)
                 .with_context(|| format!("the progress record {} is corrupt", self.path.display())),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => {
-                Err(error).with_context(|| format!("cannot read {}", self.path.display()))
-            }
+            Err(error) => Err(error).with_context(|| format!("cannot read {}", self.path.display())),
         }
     }
 
@@ -34,12 +32,11 @@ impl ProgressStore for FileProgressStore {
         let mut temporary = self.path.clone().into_os_string();
         temporary.push(".tmp");
         let temporary = PathBuf::from(temporary);
-        let mut file = std::fs::File::create(&temporary)
-            .with_context(|| format!("cannot create {}", temporary.display()))?;
+        let mut file =
+            std::fs::File::create(&temporary).with_context(|| format!("cannot create {}", temporary.display()))?;
         file.write_all(record.to_json().as_bytes())?;
         file.sync_all().context("cannot sync the progress record")?;
-        std::fs::rename(&temporary, &self.path)
-            .with_context(|| format!("cannot replace {}", self.path.display()))?;
+        std::fs::rename(&temporary, &self.path).with_context(|| format!("cannot replace {}", self.path.display()))?;
         // The rename is durable once the directory is synced.
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::File::open(parent)?.sync_all()?;

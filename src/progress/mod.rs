@@ -89,17 +89,11 @@ mod tests {
     #[test]
     fn the_record_round_trips_through_json() {
         let record = ProgressRecord {
-            offsets: [
-                (("products".to_owned(), 0), 17),
-                (("campaigns".to_owned(), 2), 0),
-            ]
-            .into_iter()
-            .collect(),
+            offsets: [(("products".to_owned(), 0), 17), (("campaigns".to_owned(), 2), 0)]
+                .into_iter()
+                .collect(),
             time: 42,
         };
-        assert_eq!(
-            ProgressRecord::from_json(&record.to_json()).unwrap(),
-            record
-        );
+        assert_eq!(ProgressRecord::from_json(&record.to_json()).unwrap(), record);
     }
 }

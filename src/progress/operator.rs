@@ -64,9 +64,7 @@ pub fn commit_progress<'scope>(
                 if *failed.borrow() {
                     return;
                 }
-                let frontier = |f: &timely::progress::frontier::MutableAntichain<Time>| {
-                    f.frontier().first().copied()
-                };
+                let frontier = |f: &timely::progress::frontier::MutableAntichain<Time>| f.frontier().first().copied();
                 let upper = match (frontier(checkpoint_frontier), frontier(ack_frontier)) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
@@ -77,10 +75,9 @@ pub fn commit_progress<'scope>(
                     }
                     let (time, checkpoints) = entry.remove_entry();
                     for checkpoint in checkpoints {
-                        record.offsets.insert(
-                            (checkpoint.topic, checkpoint.partition),
-                            checkpoint.next_offset,
-                        );
+                        record
+                            .offsets
+                            .insert((checkpoint.topic, checkpoint.partition), checkpoint.next_offset);
                     }
                     record.time = record.time.max(time);
                     unsaved = true;
@@ -96,9 +93,9 @@ pub fn commit_progress<'scope>(
                             }
                             Err(error) => {
                                 *failed.borrow_mut() = true;
-                                errors.borrow_mut().get_or_insert(
-                                    error.context("cannot save the progress record"),
-                                );
+                                errors
+                                    .borrow_mut()
+                                    .get_or_insert(error.context("cannot save the progress record"));
                             }
                         }
                     } else {

@@ -32,9 +32,6 @@ pub fn jsonl_files(
             Some(Box::new(JsonlChangeSink::new(changes, metrics.clone()))),
             Vec::new(),
         ),
-        dead_letters_on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(
-            letters,
-            metrics.clone(),
-        )))),
+        dead_letters_on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(letters, metrics.clone())))),
     ))
 }

@@ -51,14 +51,10 @@ impl JsonlWriter {
             return Ok(Self::new(Box::new(std::io::stdout()), None, durability));
         }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
         }
-        let file =
-            File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let sync_handle = file
-            .try_clone()
-            .context("cannot duplicate the output file handle")?;
+        let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let sync_handle = file.try_clone().context("cannot duplicate the output file handle")?;
         Ok(Self::new(Box::new(file), Some(sync_handle), durability))
     }
 
@@ -69,9 +65,7 @@ impl JsonlWriter {
             .append(true)
             .open(path)
             .with_context(|| format!("cannot open {} for appending", path.display()))?;
-        let sync_handle = file
-            .try_clone()
-            .context("cannot duplicate the output file handle")?;
+        let sync_handle = file.try_clone().context("cannot duplicate the output file handle")?;
         Ok(Self::new(Box::new(file), Some(sync_handle), durability))
     }
 
@@ -91,9 +85,7 @@ impl JsonlWriter {
         self.line.clear();
         serde_json::to_writer(&mut self.line, value)?;
         self.line.push(b'\n');
-        self.out
-            .write_all(&self.line)
-            .context("cannot write the output")
+        self.out.write_all(&self.line).context("cannot write the output")
     }
 
     fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
@@ -140,11 +132,7 @@ struct ChangeLine<'a> {
 impl<'a> From<&'a PairChange> for ChangeLine<'a> {
     fn from(change: &'a PairChange) -> Self {
         ChangeLine {
-            op: if change.figures.is_some() {
-                "upsert"
-            } else {
-                "delete"
-            },
+            op: if change.figures.is_some() { "upsert" } else { "delete" },
             id: change.pair.document_id(),
             campaign_id: &change.pair.campaign_id,
             seller_id: change.pair.seller_id,
@@ -172,7 +160,7 @@ impl Sink<PairChange> for JsonlChangeSink {
         for change in changes {
             self.writer.write_line(&ChangeLine::from(change))?;
         }
-        self.metrics.record_changes(changes);
+        self.metrics.record_changes(&Metrics::sink("jsonl"), changes);
         Ok(())
     }
 
@@ -211,13 +199,7 @@ impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
                 topic,
                 partition,
                 offset,
-            } => (
-                None,
-                Some(topic.as_str()),
-                Some(*partition),
-                Some(*offset),
-                None,
-            ),
+            } => (None, Some(topic.as_str()), Some(*partition), Some(*offset), None),
             Origin::Document { sink, .. } => (None, None, None, None, Some(sink.as_str())),
         };
         let (raw, raw_base64) = match std::str::from_utf8(&letter.raw) {
@@ -264,9 +246,7 @@ impl Sink<DeadLetter> for JsonlDeadLetterSink {
         for letter in letters {
             self.writer.write_line(&DeadLetterLine::from(letter))?;
         }
-        self.metrics
-            .dead_letters_written
-            .inc_by(letters.len() as u64);
+        self.metrics.dead_letters_written.inc_by(letters.len() as u64);
         Ok(())
     }
 

@@ -68,11 +68,7 @@ pub struct KafkaDeadLetterSink {
 }
 
 impl KafkaDeadLetterSink {
-    pub fn new(
-        config: rdkafka::ClientConfig,
-        topic: String,
-        metrics: Arc<Metrics>,
-    ) -> anyhow::Result<Self> {
+    pub fn new(config: rdkafka::ClientConfig, topic: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
         let deliveries = Arc::new(Mutex::new(Deliveries::default()));
         let producer = config
             .create_with_context(DeliveryContext {
@@ -89,13 +85,7 @@ impl KafkaDeadLetterSink {
         })
     }
 
-    fn send(
-        &self,
-        time: Time,
-        key: Option<&[u8]>,
-        value: &[u8],
-        headers: OwnedHeaders,
-    ) -> anyhow::Result<()> {
+    fn send(&self, time: Time, key: Option<&[u8]>, value: &[u8], headers: OwnedHeaders) -> anyhow::Result<()> {
         let mut record = BaseRecord::with_opaque_to(&self.topic, Box::new(time))
             .payload(value)
             .headers(headers);
@@ -107,9 +97,7 @@ impl KafkaDeadLetterSink {
             match self.producer.send(record) {
                 Ok(()) => return Ok(()),
                 Err((
-                    rdkafka::error::KafkaError::MessageProduction(
-                        rdkafka::types::RDKafkaErrorCode::QueueFull,
-                    ),
+                    rdkafka::error::KafkaError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull),
                     returned,
                 )) => {
                     // The local queue is full: serve deliveries, then try again.
@@ -171,9 +159,7 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
                 Self::headers(letter),
             )?;
         }
-        self.metrics
-            .dead_letters_written
-            .inc_by(letters.len() as u64);
+        self.metrics.dead_letters_written.inc_by(letters.len() as u64);
         Ok(())
     }
 
@@ -195,9 +181,7 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
         }
         let deliveries = self.deliveries.lock().expect("poisoned");
         Ok(match deliveries.pending.keys().next() {
-            Some(first_pending) => {
-                Some(upper.map_or(*first_pending, |upper| upper.min(*first_pending)))
-            }
+            Some(first_pending) => Some(upper.map_or(*first_pending, |upper| upper.min(*first_pending))),
             None => upper,
         })
     }

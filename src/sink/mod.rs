@@ -6,6 +6,8 @@
 //! letters) and its frontier is the acknowledged frontier, so a probe on it tells every
 //! worker which times are safe (for example, whose source offsets may be committed).
 
+pub mod bulk;
+pub mod elasticsearch;
 pub mod file_outputs;
 pub mod jsonl;
 pub mod kafka_dead_letter;

@@ -82,9 +82,7 @@ where
                         // Nothing to deliver on this worker: acknowledge as the input advances.
                         if !pending.is_empty() {
                             failed = true;
-                            let error = anyhow::anyhow!(
-                                "records were routed to a worker that has no {name}"
-                            );
+                            let error = anyhow::anyhow!("records were routed to a worker that has no {name}");
                             errors.borrow_mut().get_or_insert(error);
                             return;
                         }

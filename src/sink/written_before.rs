@@ -18,10 +18,7 @@ pub struct SkipWrittenDeadLetters {
 
 impl SkipWrittenDeadLetters {
     pub fn new(inner: Box<dyn Sink<DeadLetter>>, written_below: Offsets) -> Self {
-        SkipWrittenDeadLetters {
-            inner,
-            written_below,
-        }
+        SkipWrittenDeadLetters { inner, written_below }
     }
 
     fn already_written(&self, letter: &DeadLetter) -> bool {

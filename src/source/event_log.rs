@@ -35,11 +35,10 @@ pub struct EventLogFactory {
 }
 
 impl SourceFactory for EventLogFactory {
-    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>> {
+    fn open(&self, worker_index: usize, peers: usize, _live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>> {
         let reader: Box<dyn BufRead> = match &self.input {
             EventLogInput::Path(path) => {
-                let file = File::open(path)
-                    .with_context(|| format!("cannot open the event log {}", path.display()))?;
+                let file = File::open(path).with_context(|| format!("cannot open the event log {}", path.display()))?;
                 Box::new(BufReader::with_capacity(1 << 20, file))
             }
             EventLogInput::Bytes(bytes) => Box::new(Cursor::new(SharedBytes(bytes.clone()))),
@@ -85,10 +84,7 @@ impl EventLogSource {
     /// Skips lines owned by other workers without copying them.
     fn skip_line(&mut self) -> anyhow::Result<bool> {
         loop {
-            let buffer = self
-                .reader
-                .fill_buf()
-                .context("cannot read the event log")?;
+            let buffer = self.reader.fill_buf().context("cannot read the event log")?;
             if buffer.is_empty() {
                 return Ok(false);
             }
@@ -101,12 +97,7 @@ impl EventLogSource {
                     let length = buffer.len();
                     self.reader.consume(length);
                     // A final line without a newline still counts as a line.
-                    if self
-                        .reader
-                        .fill_buf()
-                        .context("cannot read the event log")?
-                        .is_empty()
-                    {
+                    if self.reader.fill_buf().context("cannot read the event log")?.is_empty() {
                         return Ok(true);
                     }
                 }
@@ -145,10 +136,9 @@ impl Source for EventLogSource {
             let time = self.time_of(line_number);
             out.push(match decode_envelope(text) {
                 Ok(record) => SourceRecord::from_record(time, line_number, record),
-                Err(error) => SourceRecord::Rejected(
-                    time,
-                    DeadLetter::new(Origin::Line(line_number), None, &error, text),
-                ),
+                Err(error) => {
+                    SourceRecord::Rejected(time, DeadLetter::new(Origin::Line(line_number), None, &error, text))
+                }
             });
             produced += 1;
         }
@@ -178,7 +168,7 @@ mod tests {
             batch_size,
             max_inflight_batches: 1,
         };
-        let mut source = factory.open(worker, peers).unwrap();
+        let mut source = factory.open(worker, peers, None).unwrap();
         let mut out = Vec::new();
         while source.poll(&mut out, 2).unwrap() == SourceStatus::Open {}
         out.into_iter()
@@ -201,23 +191,14 @@ mod tests {
         let log = format!("{GOOD}\nnot json\n{GOOD}\r\n\n{GOOD}");
         assert_eq!(
             read_all(&log, 2, 0, 1),
-            vec![
-                (0, 0, true),
-                (0, 1, false),
-                (1, 2, true),
-                (1, 3, false),
-                (2, 4, true)
-            ]
+            vec![(0, 0, true), (0, 1, false), (1, 2, true), (1, 3, false), (2, 4, true)]
         );
     }
 
     #[test]
     fn workers_share_the_lines() {
         let log = format!("{GOOD}\n{GOOD}\n{GOOD}\n{GOOD}\n{GOOD}\n");
-        assert_eq!(
-            read_all(&log, 1, 0, 2),
-            vec![(0, 0, true), (2, 2, true), (4, 4, true)]
-        );
+        assert_eq!(read_all(&log, 1, 0, 2), vec![(0, 0, true), (2, 2, true), (4, 4, true)]);
         assert_eq!(read_all(&log, 1, 1, 2), vec![(1, 1, true), (3, 3, true)]);
         assert_eq!(read_all(&log, 3, 2, 3), vec![(0, 2, true)]);
     }
@@ -230,7 +211,7 @@ mod tests {
             batch_size: 2,
             max_inflight_batches: 1,
         };
-        let mut source = factory.open(0, 1).unwrap();
+        let mut source = factory.open(0, 1, None).unwrap();
         let mut out = Vec::new();
         assert_eq!(source.frontier(), 0);
         source.poll(&mut out, 2).unwrap();

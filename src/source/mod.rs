@@ -82,5 +82,6 @@ pub trait Source {
 
 /// Opens each worker's source.
 pub trait SourceFactory: Send + Sync + 'static {
-    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>>;
+    /// `live_from`: for a resumed run, the first live time every worker agreed on.
+    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>>;
 }

@@ -23,12 +23,12 @@ pub fn brokers() -> String {
 pub fn require_broker() {
     let address = brokers();
     let first = address.split(',').next().unwrap().to_owned();
-    let reachable = std::net::TcpStream::connect_timeout(
-        &first.parse().expect("host:port"),
-        Duration::from_secs(2),
-    )
-    .is_ok();
-    assert!(reachable, "no Kafka broker at {address}: start one with scripts/kafka.sh start (scripts/test.sh does)");
+    let reachable =
+        std::net::TcpStream::connect_timeout(&first.parse().expect("host:port"), Duration::from_secs(2)).is_ok();
+    assert!(
+        reachable,
+        "no Kafka broker at {address}: start one with scripts/kafka.sh start (scripts/test.sh does)"
+    );
 }
 
 /// A test's own topics, job config and output files.
@@ -65,22 +65,11 @@ impl KafkaCase {
 
     /// Writes a job config for these topics, with its own change log and, if given, the
     /// metrics endpoint on `metrics_port`.
-    pub fn write_config(
-        &self,
-        path: &Path,
-        changes: &str,
-        max_records: u64,
-        metrics_port: Option<u16>,
-    ) {
-        let listen = metrics_port
-            .map(|port| format!("127.0.0.1:{port}"))
-            .unwrap_or_default();
+    pub fn write_config(&self, path: &Path, changes: &str, max_records: u64, metrics_port: Option<u16>) {
+        let listen = metrics_port.map(|port| format!("127.0.0.1:{port}")).unwrap_or_default();
         let dead_letter = match &self.dead_letter_topic {
             Some(topic) => format!("topic = {topic:?}"),
-            None => format!(
-                "path = {:?}",
-                path_str(&self.dir.path().join("rejected.jsonl"))
-            ),
+            None => format!("path = {:?}", path_str(&self.dir.path().join("rejected.jsonl"))),
         };
         let text = format!(
             r#"
@@ -121,10 +110,7 @@ listen = {listen:?}
 
     /// Writes `lines` as an event log and loads it into the topics.
     pub fn produce(&self, lines: &[String], partitions: i32) {
-        let log = self
-            .dir
-            .path()
-            .join(format!("events-{}.jsonl", rand_suffix()));
+        let log = self.dir.path().join(format!("events-{}.jsonl", rand_suffix()));
         std::fs::write(&log, lines.join("\n") + "\n").unwrap();
         run_ok(&[
             "produce",
@@ -269,4 +255,50 @@ pub fn generated_lines(dir: &Path, products: u64, updates: u64, seed: u64) -> Ve
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+impl KafkaCase {
+    /// Writes a job config for these topics with the Elasticsearch sink on `index`.
+    pub fn write_search_config(&self, path: &Path, index: &str, metrics_port: Option<u16>) {
+        let listen = metrics_port.map(|port| format!("127.0.0.1:{port}")).unwrap_or_default();
+        let text = format!(
+            r#"
+[kafka]
+brokers = {brokers:?}
+products_topic = {products:?}
+campaigns_topic = {campaigns:?}
+rehydration_chunk_records = 500
+
+[batching]
+max_records = 200
+max_delay_ms = 20
+
+[sinks.elasticsearch]
+urls = [{url:?}]
+index = {index:?}
+replicas = 0
+job_id = {index:?}
+max_actions = 300
+flush_interval_ms = 20
+retry_initial_ms = 50
+retry_max_ms = 2000
+request_timeout_ms = 5000
+
+[dead_letter]
+path = {dead_letters:?}
+
+[progress]
+interval_ms = 20
+
+[metrics]
+listen = {listen:?}
+"#,
+            brokers = brokers(),
+            products = self.products_topic,
+            campaigns = self.campaigns_topic,
+            url = super::search::url(),
+            dead_letters = path_str(&self.dir.path().join("rejected.jsonl")),
+        );
+        std::fs::write(path, text).unwrap();
+    }
 }

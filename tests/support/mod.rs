@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod search;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -77,11 +78,7 @@ impl<R: Clone + Send> Sink<R> for MemorySink<R> {
 }
 
 /// Runs the job in this process on an in-memory event log and returns what it wrote.
-pub fn run_in_memory(
-    log: Vec<u8>,
-    batch_size: u64,
-    workers: usize,
-) -> (Vec<PairChange>, Vec<DeadLetter>) {
+pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<PairChange>, Vec<DeadLetter>) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
     use eligibility::job::{dead_letters_on_first_worker, ChangeOutput};

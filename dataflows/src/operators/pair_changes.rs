@@ -59,16 +59,12 @@ impl<'scope> PairChanges<'scope> for VecCollection<'scope, Time, (PairKey, PairT
                         let (
                             time,
                             Pending {
-                                capability,
-                                updates,
-                                ..
+                                capability, updates, ..
                             },
                         ) = entry.remove_entry();
                         let changes = changes_at(time, updates);
                         if !changes.is_empty() {
-                            output
-                                .session(&capability)
-                                .give_iterator(changes.into_iter());
+                            output.session(&capability).give_iterator(changes.into_iter());
                         }
                     }
                 }

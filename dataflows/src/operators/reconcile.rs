@@ -27,9 +27,7 @@ pub trait ReconcileWithHeld<'scope> {
     fn reconcile_with_held(self, held: Self, live_from: Time) -> Self;
 }
 
-impl<'scope> ReconcileWithHeld<'scope>
-    for VecCollection<'scope, Time, (PairKey, PairTotals), isize>
-{
+impl<'scope> ReconcileWithHeld<'scope> for VecCollection<'scope, Time, (PairKey, PairTotals), isize> {
     fn reconcile_with_held(self, held: Self, live_from: Time) -> Self {
         assert!(live_from > 0, "held pairs need a time before live_from");
         let retired = held.clone().negate().delay(move |_time| live_from);

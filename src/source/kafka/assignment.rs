@@ -64,9 +64,6 @@ mod tests {
         let mut reversed = all.clone();
         reversed.reverse();
         assert_eq!(partitions_of(&all, 1, 3), partitions_of(&reversed, 1, 3));
-        assert!(
-            partitions_of(&all, 8, 9).is_empty(),
-            "a worker may own nothing"
-        );
+        assert!(partitions_of(&all, 8, 9).is_empty(), "a worker may own nothing");
     }
 }

@@ -30,11 +30,7 @@ fn build(
 }
 
 /// A consumer that reads assigned partitions and never commits to a consumer group.
-pub fn consumer_config(
-    kafka: &KafkaConfig,
-    properties: &BTreeMap<String, String>,
-    client_id: &str,
-) -> ClientConfig {
+pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String>, client_id: &str) -> ClientConfig {
     let defaults = [
         // Only names the client to the brokers: partitions are assigned, never subscribed.
         ("group.id", "eligibility"),
@@ -56,11 +52,7 @@ pub fn consumer_config(
 }
 
 /// A producer for `eligibility produce` and the dead-letter topic.
-pub fn producer_config(
-    kafka: &KafkaConfig,
-    properties: &BTreeMap<String, String>,
-    client_id: &str,
-) -> ClientConfig {
+pub fn producer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String>, client_id: &str) -> ClientConfig {
     let defaults = [
         // Java clients place keys with murmur2; so must we, or a key could change partition.
         ("partitioner", "murmur2_random"),
@@ -74,10 +66,6 @@ pub fn producer_config(
 }
 
 /// An admin client (topic creation).
-pub fn admin_config(
-    kafka: &KafkaConfig,
-    properties: &BTreeMap<String, String>,
-    client_id: &str,
-) -> ClientConfig {
+pub fn admin_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String>, client_id: &str) -> ClientConfig {
     build(kafka, properties, client_id, &[], &[])
 }

@@ -135,8 +135,7 @@ impl BatchClock {
             Some(batch) => batch.time,
             None => {
                 let step = (self.max_delay.as_millis() as Time).max(1);
-                self.next
-                    .max(wall - wall.saturating_sub(LIVE_TIME_BASE) % step)
+                self.next.max(wall - wall.saturating_sub(LIVE_TIME_BASE) % step)
             }
         }
     }
@@ -190,10 +189,7 @@ mod tests {
         );
         // Delay: not yet, then yes.
         assert_eq!(clock.tick(start + Duration::from_millis(50), false), None);
-        assert_eq!(
-            clock.tick(start + Duration::from_millis(100), false),
-            Some(wall + 1)
-        );
+        assert_eq!(clock.tick(start + Duration::from_millis(100), false), Some(wall + 1));
         // Idle: closes at once.
         assert_eq!(clock.time_for_record(start, wall + 500), wall + 500);
         assert_eq!(
@@ -207,11 +203,7 @@ mod tests {
             wall + 600,
             "a quiet worker follows the clock"
         );
-        assert_eq!(
-            clock.frontier(wall + 650),
-            wall + 600,
-            "in steps of the batch delay"
-        );
+        assert_eq!(clock.frontier(wall + 650), wall + 600, "in steps of the batch delay");
         // A wall clock that went backwards never makes times go back.
         assert_eq!(clock.time_for_record(start, wall), wall + 501);
         // An empty batch waits for the open one; then it takes a time of its own.

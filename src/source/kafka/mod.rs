@@ -58,13 +58,8 @@ pub struct KafkaSourceFactory {
 }
 
 impl SourceFactory for KafkaSourceFactory {
-    fn open(&self, worker_index: usize, peers: usize) -> anyhow::Result<Box<dyn Source>> {
-        let all: Vec<PartitionId> = self
-            .plan
-            .partitions
-            .iter()
-            .map(|start| start.id.clone())
-            .collect();
+    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>> {
+        let all: Vec<PartitionId> = self.plan.partitions.iter().map(|start| start.id.clone()).collect();
         let owned: Vec<PartitionStart> = partitions_of(&all, worker_index, peers)
             .into_iter()
             .map(|id| {
@@ -86,26 +81,15 @@ impl SourceFactory for KafkaSourceFactory {
         );
         let mut assignment = TopicPartitionList::new();
         for start in &owned {
-            assignment.add_partition_offset(
-                &start.id.topic,
-                start.id.partition,
-                Offset::Beginning,
-            )?;
+            assignment.add_partition_offset(&start.id.topic, start.id.partition, Offset::Beginning)?;
         }
-        consumer
-            .assign(&assignment)
-            .context("cannot assign the partitions")?;
+        consumer.assign(&assignment).context("cannot assign the partitions")?;
         let mut partitions = Vec::with_capacity(owned.len());
         let mut queues = Vec::with_capacity(owned.len());
         for start in owned {
             let queue = consumer
                 .split_partition_queue(&start.id.topic, start.id.partition)
-                .with_context(|| {
-                    format!(
-                        "cannot open the queue of {}/{}",
-                        start.id.topic, start.id.partition
-                    )
-                })?;
+                .with_context(|| format!("cannot open the queue of {}/{}", start.id.topic, start.id.partition))?;
             tracing::debug!(worker = worker_index, topic = %start.id.topic, partition = start.id.partition, rebuild_until = start.rebuild_until, "reading partition");
             queues.push(queue);
             partitions.push(OwnedPartition {
@@ -122,16 +106,13 @@ impl SourceFactory for KafkaSourceFactory {
             consumer,
             partitions,
             queues,
-            phase: if rebuilding {
-                Phase::Rebuilding
-            } else {
-                Phase::Live
-            },
+            phase: if rebuilding { Phase::Rebuilding } else { Phase::Live },
             chunks: ChunkClock::new(self.kafka.rehydration_chunk_records),
             batches: BatchClock::new(
                 self.batching.max_records,
                 Duration::from_millis(self.batching.max_delay_ms),
-                self.plan.not_before,
+                // The reconciliation happens at `live_from`; live batches come after it.
+                live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
             metrics: self.metrics.clone(),
@@ -292,10 +273,7 @@ impl KafkaSource {
                     offset,
                 };
                 let key = key.map(|key| String::from_utf8_lossy(key).into_owned());
-                SourceRecord::Rejected(
-                    time,
-                    DeadLetter::new(origin, key, &error, payload.unwrap_or_default()),
-                )
+                SourceRecord::Rejected(time, DeadLetter::new(origin, key, &error, payload.unwrap_or_default()))
             }
         }
     }
@@ -320,14 +298,7 @@ impl KafkaSource {
         };
         let partition = &mut self.partitions[index];
         partition.next_offset = offset + 1;
-        out.push(Self::record(
-            &partition.id,
-            time,
-            key,
-            payload,
-            offset,
-            &self.metrics,
-        ));
+        out.push(Self::record(&partition.id, time, key, payload, offset, &self.metrics));
         if closed {
             out.push(self.closed_batch(time));
         }
@@ -336,9 +307,7 @@ impl KafkaSource {
     /// Accounts for a closed batch, and checkpoints the next offset of every partition.
     fn closed_batch(&mut self, time: Time) -> SourceRecord {
         self.metrics.batches_closed.inc();
-        self.metrics
-            .batch_records
-            .observe(self.batch_records as f64);
+        self.metrics.batch_records.observe(self.batch_records as f64);
         self.batch_records = 0;
         let checkpoints = self
             .partitions
@@ -378,20 +347,11 @@ impl KafkaSource {
                 paused.add_partition(&p.id.topic, p.id.partition);
             }
             for message in held {
-                self.emit(
-                    index,
-                    message.key(),
-                    message.payload(),
-                    message.offset(),
-                    now,
-                    out,
-                );
+                self.emit(index, message.key(), message.payload(), message.offset(), now, out);
             }
         }
         if paused.count() > 0 {
-            self.consumer
-                .resume(&paused)
-                .context("cannot resume the partitions")?;
+            self.consumer.resume(&paused).context("cannot resume the partitions")?;
         }
         // Everything below the rebuild point is now covered: checkpoint it.
         if let Some(time) = self.batches.empty_batch(live_time_now()) {
@@ -495,10 +455,7 @@ impl Source for KafkaSource {
             if let Some(time) = self.batches.tick(Instant::now(), taken == 0) {
                 out.push(self.closed_batch(time));
             }
-            let caught_up = self
-                .partitions
-                .iter()
-                .all(|p| p.at_end && p.held_back.is_empty());
+            let caught_up = self.partitions.iter().all(|p| p.at_end && p.held_back.is_empty());
             if self.stop_at_end && caught_up && !self.batches.is_open() {
                 return Ok(SourceStatus::Exhausted);
             }

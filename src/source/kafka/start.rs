@@ -22,7 +22,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use dataflows::model::{Time, Topic};
+use dataflows::model::Topic;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -58,14 +58,10 @@ impl FromStr for StartFrom {
                 let parse = || -> Option<((String, i32), i64)> {
                     let (partition, offset) = item.split_once('=')?;
                     let (topic, partition) = partition.rsplit_once('/')?;
-                    Some((
-                        (topic.to_owned(), partition.parse().ok()?),
-                        offset.parse().ok()?,
-                    ))
+                    Some(((topic.to_owned(), partition.parse().ok()?), offset.parse().ok()?))
                 };
-                let (key, offset) = parse().ok_or_else(|| {
-                    anyhow!("--from offsets: {item:?} is not topic/partition=offset")
-                })?;
+                let (key, offset) =
+                    parse().ok_or_else(|| anyhow!("--from offsets: {item:?} is not topic/partition=offset"))?;
                 offsets.insert(key, offset);
             }
             return Ok(StartFrom::Offsets(offsets));
@@ -74,9 +70,8 @@ impl FromStr for StartFrom {
             if let Ok(millis) = when.parse::<i64>() {
                 return Ok(StartFrom::Timestamp(millis));
             }
-            let time = humantime::parse_rfc3339_weak(when).with_context(|| {
-                format!("--from timestamp: {when:?} is neither milliseconds nor an RFC 3339 time")
-            })?;
+            let time = humantime::parse_rfc3339_weak(when)
+                .with_context(|| format!("--from timestamp: {when:?} is neither milliseconds nor an RFC 3339 time"))?;
             let millis = time
                 .duration_since(std::time::UNIX_EPOCH)
                 .context("--from timestamp before 1970")?
@@ -101,19 +96,13 @@ pub struct StartPlan {
     pub partitions: Vec<PartitionStart>,
     /// Dead letters below these offsets were written by an earlier run.
     pub dead_letters_written_below: BTreeMap<(String, i32), i64>,
-    /// Every live time must be above this (the last committed time).
-    pub not_before: Time,
 }
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads the topics' metadata and offsets and works out the plan, waiting for the brokers
 /// if they are not up yet.
-pub fn plan(
-    kafka: &KafkaConfig,
-    from: &StartFrom,
-    committed: Option<&ProgressRecord>,
-) -> anyhow::Result<StartPlan> {
+pub fn plan(kafka: &KafkaConfig, from: &StartFrom, committed: Option<&ProgressRecord>) -> anyhow::Result<StartPlan> {
     let properties = kafka.client_properties()?;
     let consumer: BaseConsumer = consumer_config(kafka, &properties, "eligibility-start")
         .create()
@@ -142,63 +131,42 @@ pub fn plan(
             StartFrom::Committed | StartFrom::Earliest => {
                 let (_low, high) = consumer
                     .fetch_watermarks(&id.topic, id.partition, METADATA_TIMEOUT)
-                    .with_context(|| {
-                        format!(
-                            "cannot read the end offset of {}/{}",
-                            id.topic, id.partition
-                        )
-                    })?;
+                    .with_context(|| format!("cannot read the end offset of {}/{}", id.topic, id.partition))?;
                 high
             }
-            StartFrom::Offsets(offsets) => *offsets.get(&key).ok_or_else(|| {
-                anyhow!(
-                    "--from offsets: no offset given for {}/{}",
-                    id.topic,
-                    id.partition
-                )
-            })?,
-            StartFrom::Timestamp(_) => timestamps
-                .as_ref()
-                .and_then(|t| t.get(&key).copied())
-                .unwrap_or(0),
+            StartFrom::Offsets(offsets) => *offsets
+                .get(&key)
+                .ok_or_else(|| anyhow!("--from offsets: no offset given for {}/{}", id.topic, id.partition))?,
+            StartFrom::Timestamp(_) => timestamps.as_ref().and_then(|t| t.get(&key).copied()).unwrap_or(0),
         };
         starts.push(PartitionStart { id, rebuild_until });
     }
 
     let dead_letters_written_below = match from {
-        StartFrom::Committed => committed
-            .map(|record| record.offsets.clone())
-            .unwrap_or_default(),
+        StartFrom::Committed => committed.map(|record| record.offsets.clone()).unwrap_or_default(),
         StartFrom::Earliest => BTreeMap::new(),
         StartFrom::Offsets(_) | StartFrom::Timestamp(_) => starts
             .iter()
-            .map(|start| {
-                (
-                    (start.id.topic.clone(), start.id.partition),
-                    start.rebuild_until,
-                )
-            })
+            .map(|start| ((start.id.topic.clone(), start.id.partition), start.rebuild_until))
             .collect(),
     };
     Ok(StartPlan {
         partitions: starts,
         dead_letters_written_below,
-        not_before: committed.map_or(0, |record| record.time + 1),
     })
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("topic {0} does not exist; create it compacted (`eligibility produce` does) or fix the topic name in the config")]
+#[error(
+    "topic {0} does not exist; create it compacted (`eligibility produce` does) or fix the topic name in the config"
+)]
 struct MissingTopic(String);
 
 fn is_missing_topic(error: &anyhow::Error) -> bool {
     error.downcast_ref::<MissingTopic>().is_some()
 }
 
-fn list_partitions(
-    consumer: &BaseConsumer,
-    kafka: &KafkaConfig,
-) -> anyhow::Result<Vec<PartitionId>> {
+fn list_partitions(consumer: &BaseConsumer, kafka: &KafkaConfig) -> anyhow::Result<Vec<PartitionId>> {
     let mut partitions = Vec::new();
     for (kind, topic) in [
         (Topic::Products, &kafka.products_topic),
@@ -206,12 +174,7 @@ fn list_partitions(
     ] {
         let metadata = consumer
             .fetch_metadata(Some(topic), METADATA_TIMEOUT)
-            .with_context(|| {
-                format!(
-                    "cannot read the metadata of topic {topic} from {}",
-                    kafka.brokers
-                )
-            })?;
+            .with_context(|| format!("cannot read the metadata of topic {topic} from {}", kafka.brokers))?;
         let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
             return Err(MissingTopic(topic.clone()).into());
         };
@@ -270,18 +233,9 @@ mod tests {
 
     #[test]
     fn from_parses_every_form() {
-        assert_eq!(
-            "committed".parse::<StartFrom>().unwrap(),
-            StartFrom::Committed
-        );
-        assert_eq!(
-            "earliest".parse::<StartFrom>().unwrap(),
-            StartFrom::Earliest
-        );
-        let StartFrom::Offsets(offsets) = "offsets:products/0=10,products/1=0,my.campaigns/0=3"
-            .parse()
-            .unwrap()
-        else {
+        assert_eq!("committed".parse::<StartFrom>().unwrap(), StartFrom::Committed);
+        assert_eq!("earliest".parse::<StartFrom>().unwrap(), StartFrom::Earliest);
+        let StartFrom::Offsets(offsets) = "offsets:products/0=10,products/1=0,my.campaigns/0=3".parse().unwrap() else {
             panic!()
         };
         assert_eq!(offsets[&("products".to_owned(), 0)], 10);
@@ -291,9 +245,7 @@ mod tests {
             StartFrom::Timestamp(1_700_000_000_000)
         );
         assert_eq!(
-            "timestamp:2023-11-14T22:13:20Z"
-                .parse::<StartFrom>()
-                .unwrap(),
+            "timestamp:2023-11-14T22:13:20Z".parse::<StartFrom>().unwrap(),
             StartFrom::Timestamp(1_700_000_000_000)
         );
         assert!("offsets:products=1".parse::<StartFrom>().is_err());

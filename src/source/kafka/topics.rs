@@ -19,9 +19,7 @@ pub struct TopicSpec<'a> {
 
 /// Creates the topics that do not exist yet; existing ones are left as they are.
 pub fn ensure_topics(config: &ClientConfig, topics: &[TopicSpec<'_>]) -> anyhow::Result<()> {
-    let admin: AdminClient<DefaultClientContext> = config
-        .create()
-        .context("cannot create the Kafka admin client")?;
+    let admin: AdminClient<DefaultClientContext> = config.create().context("cannot create the Kafka admin client")?;
     let new_topics: Vec<NewTopic<'_>> = topics
         .iter()
         .map(|spec| {
@@ -38,9 +36,7 @@ pub fn ensure_topics(config: &ClientConfig, topics: &[TopicSpec<'_>]) -> anyhow:
         })
         .collect();
     let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let results = runtime
         .block_on(admin.create_topics(new_topics.iter(), &options))
         .context("cannot create topics")?;

@@ -1,0 +1,376 @@
+//! The machinery every bulk sink shares: batching, bounded concurrency, retries, acks.
+//!
+//! ```text
+//!   write(t, changes) -> ops (id, version = t, body | delete) -> buffer
+//!   flush(upper):
+//!     completed requests -> per op: Done | Retry (backoff) | Rejected (dead letter)
+//!     due retries        -> back into the buffer, unless a newer op for the document exists
+//!     buffer             -> requests of <= max_actions / max_bytes, <= max_in_flight at once
+//!     acknowledged       =  the least time with an op not yet done (else `upper`)
+//! ```
+//!
+//! A request goes out when the buffer is full, when its oldest op has waited
+//! `flush_interval`, or at once when nothing is in flight: an idle pipeline never waits, and
+//! under load requests grow as ops pile up behind the ones in flight. A destination
+//! (`BulkService`) only builds requests and reads their answers; Elasticsearch and Couchbase
+//! are each one file. Versions only grow with the logical time, so a retried or reordered
+//! write can never replace a newer value: the destination refuses the stale version, and a
+//! retry whose document was written again since is dropped before it is sent.
+
+pub mod backoff;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dataflows::model::{PairChange, Time};
+use serde::Serialize;
+
+use self::backoff::Backoff;
+use super::Sink;
+use crate::dead_letter::DeadLetter;
+use crate::metrics::{Metrics, SinkLabels};
+
+/// One document write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DocumentOp {
+    /// `campaign_id:seller_id`.
+    pub id: String,
+    /// Grows with the logical time; a destination keeps the write with the greatest.
+    pub version: u64,
+    /// The document's JSON, or `None` to delete it.
+    pub body: Option<Vec<u8>>,
+    /// The logical time the op belongs to.
+    pub time: Time,
+}
+
+/// The document body every sink writes for a pair (SPEC.md).
+#[derive(Serialize)]
+struct PairDocument<'a> {
+    campaign_id: &'a str,
+    seller_id: u64,
+    eligible_products: u64,
+    eligible_stock: u64,
+}
+
+impl DocumentOp {
+    pub fn from_change(change: &PairChange) -> Self {
+        let body = change.figures.map(|figures| {
+            serde_json::to_vec(&PairDocument {
+                campaign_id: &change.pair.campaign_id,
+                seller_id: change.pair.seller_id,
+                eligible_products: figures.eligible_products,
+                eligible_stock: figures.eligible_stock,
+            })
+            .expect("a pair document always serializes")
+        });
+        DocumentOp {
+            id: change.pair.document_id(),
+            version: change.time,
+            body,
+            time: change.time,
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.id.len() + self.body.as_ref().map_or(0, Vec::len) + 64
+    }
+}
+
+/// What became of one op of a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ItemOutcome {
+    /// Written (or already superseded by a newer version, or already deleted).
+    Done,
+    /// Temporarily refused (overload, timeout, unavailable shard): try again later.
+    /// `blocking` marks refusals that need an operator (read-only index, auth): the sink
+    /// reports itself unhealthy while they last.
+    Retry { reason: String, blocking: bool },
+    /// Refused for good: goes to the dead-letter output.
+    Rejected { code: String, reason: String },
+}
+
+/// A request that failed as a whole; all its ops are retried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestFailure {
+    pub reason: String,
+}
+
+pub type RequestResult = Result<Vec<ItemOutcome>, RequestFailure>;
+
+/// A destination: how to write a batch of ops in one request.
+pub trait BulkService: Send + Sync + 'static {
+    /// Writes `ops` in one request and reports each op's outcome, in order.
+    fn send(&self, ops: Arc<Vec<DocumentOp>>) -> Pin<Box<dyn Future<Output = RequestResult> + Send>>;
+}
+
+/// Limits and timings of a bulk sink.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BulkConfig {
+    pub max_actions: usize,
+    pub max_bytes: usize,
+    pub flush_interval: Duration,
+    pub max_in_flight: usize,
+    pub backoff: Backoff,
+}
+
+struct Completed {
+    ops: Arc<Vec<DocumentOp>>,
+    result: RequestResult,
+    elapsed: Duration,
+}
+
+/// A sink that writes pair changes through a [`BulkService`].
+pub struct BulkSink<S: BulkService> {
+    name: String,
+    service: Arc<S>,
+    runtime: tokio::runtime::Handle,
+    config: BulkConfig,
+    metrics: Arc<Metrics>,
+    labels: SinkLabels,
+    buffer: VecDeque<DocumentOp>,
+    buffer_bytes: usize,
+    oldest_buffered: Option<Instant>,
+    in_flight: usize,
+    completed_tx: mpsc::Sender<Completed>,
+    completed: mpsc::Receiver<Completed>,
+    /// Ops waiting for their retry, by when they are due.
+    retries: BTreeMap<(Instant, u64), (DocumentOp, u32)>,
+    retry_sequence: u64,
+    /// Attempts so far of ops in flight, by (id, version).
+    attempts: HashMap<(String, u64), u32>,
+    /// Ops not yet done, per time: what holds the acknowledged frontier back.
+    outstanding: BTreeMap<Time, usize>,
+    /// Per document with ops outstanding: the newest version written, and how many ops.
+    newest: HashMap<String, (u64, usize)>,
+    request_failures: u32,
+    next_request_at: Instant,
+    rejected: Vec<(Time, DeadLetter)>,
+    rng: rand_chacha::ChaCha8Rng,
+}
+
+impl<S: BulkService> BulkSink<S> {
+    pub fn new(
+        name: &str,
+        service: Arc<S>,
+        runtime: tokio::runtime::Handle,
+        config: BulkConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let (completed_tx, completed) = mpsc::channel();
+        BulkSink {
+            name: name.to_owned(),
+            labels: Metrics::sink(name),
+            service,
+            runtime,
+            config,
+            metrics,
+            buffer: VecDeque::new(),
+            buffer_bytes: 0,
+            oldest_buffered: None,
+            in_flight: 0,
+            completed_tx,
+            completed,
+            retries: BTreeMap::new(),
+            retry_sequence: 0,
+            attempts: HashMap::new(),
+            outstanding: BTreeMap::new(),
+            newest: HashMap::new(),
+            request_failures: 0,
+            next_request_at: Instant::now(),
+            rejected: Vec::new(),
+            rng: rand::SeedableRng::from_os_rng(),
+        }
+    }
+
+    fn buffer_op(&mut self, op: DocumentOp) {
+        self.buffer_bytes += op.size();
+        self.oldest_buffered.get_or_insert_with(Instant::now);
+        self.buffer.push_back(op);
+    }
+
+    fn done(&mut self, op: &DocumentOp) {
+        if let Some(count) = self.outstanding.get_mut(&op.time) {
+            *count -= 1;
+            if *count == 0 {
+                self.outstanding.remove(&op.time);
+            }
+        }
+        if let Some((_, open)) = self.newest.get_mut(&op.id) {
+            *open -= 1;
+            if *open == 0 {
+                self.newest.remove(&op.id);
+            }
+        }
+    }
+
+    fn schedule_retry(&mut self, op: DocumentOp, attempt: u32) {
+        let due = Instant::now() + self.config.backoff.delay(attempt, &mut self.rng);
+        self.retry_sequence += 1;
+        self.retries.insert((due, self.retry_sequence), (op, attempt));
+        self.metrics.sinks.retries.get_or_create(&self.labels).inc();
+    }
+
+    fn take_completed(&mut self) {
+        while let Ok(Completed { ops, result, elapsed }) = self.completed.try_recv() {
+            self.in_flight -= 1;
+            self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).dec();
+            self.metrics
+                .sinks
+                .request_seconds
+                .get_or_create(&self.labels)
+                .observe(elapsed.as_secs_f64());
+            let attempts: Vec<u32> = ops
+                .iter()
+                .map(|op| self.attempts.remove(&(op.id.clone(), op.version)).unwrap_or(0) + 1)
+                .collect();
+            match result {
+                Err(failure) => {
+                    self.request_failures += 1;
+                    let pause = self.config.backoff.delay(self.request_failures, &mut self.rng);
+                    self.next_request_at = Instant::now() + pause;
+                    self.metrics
+                        .health
+                        .set_unhealthy(&self.name, format!("requests fail: {}", failure.reason));
+                    tracing::warn!(sink = %self.name, reason = %failure.reason, retry_in_ms = pause.as_millis() as u64, "bulk request failed; retrying");
+                    for (op, attempt) in ops.iter().cloned().zip(attempts) {
+                        self.schedule_retry(op, attempt);
+                    }
+                }
+                Ok(outcomes) => {
+                    self.request_failures = 0;
+                    let mut blocked = None;
+                    for ((op, outcome), attempt) in ops.iter().zip(outcomes).zip(attempts) {
+                        match outcome {
+                            ItemOutcome::Done => {
+                                let counter = if op.body.is_some() {
+                                    &self.metrics.sinks.documents_written
+                                } else {
+                                    &self.metrics.sinks.documents_deleted
+                                };
+                                counter.get_or_create(&self.labels).inc();
+                                self.done(op);
+                            }
+                            ItemOutcome::Retry { reason, blocking } => {
+                                if blocking {
+                                    blocked = Some(reason);
+                                }
+                                self.schedule_retry(op.clone(), attempt);
+                            }
+                            ItemOutcome::Rejected { code, reason } => {
+                                tracing::warn!(sink = %self.name, id = %op.id, %reason, "document rejected; sent to the dead-letter output");
+                                self.metrics.sinks.documents_rejected.get_or_create(&self.labels).inc();
+                                let body = op.body.clone().unwrap_or_default();
+                                self.rejected
+                                    .push((op.time, DeadLetter::document(&self.name, &op.id, &code, reason, body)));
+                                self.done(op);
+                            }
+                        }
+                    }
+                    match blocked {
+                        Some(reason) => self.metrics.health.set_unhealthy(&self.name, reason),
+                        None => self.metrics.health.set_healthy(&self.name),
+                    }
+                }
+            }
+        }
+    }
+
+    fn requeue_due_retries(&mut self) {
+        let now = Instant::now();
+        while let Some(entry) = self.retries.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let (op, attempt) = entry.remove();
+            // A newer write of the same document went out since: this one is stale.
+            if self.newest.get(&op.id).is_some_and(|(newest, _)| *newest > op.version) {
+                self.done(&op);
+                continue;
+            }
+            self.attempts.insert((op.id.clone(), op.version), attempt);
+            self.buffer_op(op);
+        }
+    }
+
+    fn dispatch(&mut self, closing: bool) {
+        while !self.buffer.is_empty()
+            && self.in_flight < self.config.max_in_flight
+            && Instant::now() >= self.next_request_at
+        {
+            let full = self.buffer.len() >= self.config.max_actions || self.buffer_bytes >= self.config.max_bytes;
+            let waited = self
+                .oldest_buffered
+                .is_some_and(|since| since.elapsed() >= self.config.flush_interval);
+            if !(full || waited || closing || self.in_flight == 0) {
+                break;
+            }
+            let mut ops = Vec::new();
+            let mut bytes = 0;
+            while let Some(op) = self.buffer.front() {
+                if !ops.is_empty()
+                    && (ops.len() >= self.config.max_actions || bytes + op.size() > self.config.max_bytes)
+                {
+                    break;
+                }
+                bytes += op.size();
+                ops.push(self.buffer.pop_front().expect("front exists"));
+            }
+            self.buffer_bytes -= bytes;
+            self.oldest_buffered = (!self.buffer.is_empty()).then(Instant::now);
+            let ops = Arc::new(ops);
+            let service = self.service.clone();
+            let completed = self.completed_tx.clone();
+            self.in_flight += 1;
+            self.metrics.sinks.requests.get_or_create(&self.labels).inc();
+            self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).inc();
+            self.runtime.spawn(async move {
+                let started = Instant::now();
+                let result = service.send(ops.clone()).await;
+                let _ = completed.send(Completed {
+                    ops,
+                    result,
+                    elapsed: started.elapsed(),
+                });
+            });
+        }
+    }
+}
+
+impl<S: BulkService> Sink<PairChange> for BulkSink<S> {
+    fn write(&mut self, time: Time, changes: &[PairChange]) -> anyhow::Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        *self.outstanding.entry(time).or_default() += changes.len();
+        for change in changes {
+            let op = DocumentOp::from_change(change);
+            let newest = self.newest.entry(op.id.clone()).or_insert((op.version, 0));
+            newest.0 = newest.0.max(op.version);
+            newest.1 += 1;
+            self.buffer_op(op);
+        }
+        self.metrics.record_changes(&self.labels, changes);
+        Ok(())
+    }
+
+    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+        self.take_completed();
+        self.requeue_due_retries();
+        self.dispatch(upper.is_none());
+        Ok(match self.outstanding.keys().next() {
+            Some(first) => Some(upper.map_or(*first, |upper| upper.min(*first))),
+            None => upper,
+        })
+    }
+
+    fn take_rejected(&mut self) -> Vec<(Time, DeadLetter)> {
+        std::mem::take(&mut self.rejected)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,61 @@
+//! The pairs index: created with an explicit mapping when missing.
+//!
+//! Ids are `keyword`, figures `long`, and the mapping is strict, so a document that does
+//! not fit is refused instead of widening the mapping. A seller's campaigns sorted by
+//! either figure is one query: `term` on `seller_id`, sort on the figure.
+
+use anyhow::{bail, Context};
+use elasticsearch::http::StatusCode;
+use elasticsearch::indices::{IndicesCreateParts, IndicesExistsParts};
+use elasticsearch::Elasticsearch;
+use serde_json::json;
+
+use super::config::ElasticsearchConfig;
+
+pub fn pairs_mapping(config: &ElasticsearchConfig) -> serde_json::Value {
+    json!({
+        "settings": {
+            "number_of_shards": config.shards,
+            "number_of_replicas": config.replicas
+        },
+        "mappings": {
+            "dynamic": "strict",
+            "properties": {
+                "campaign_id": {"type": "keyword"},
+                "seller_id": {"type": "keyword"},
+                "eligible_products": {"type": "long"},
+                "eligible_stock": {"type": "long"}
+            }
+        }
+    })
+}
+
+/// Creates `index` with `body` unless it exists (another process may create it first).
+pub async fn ensure_index(client: &Elasticsearch, index: &str, body: serde_json::Value) -> anyhow::Result<bool> {
+    let exists = client
+        .indices()
+        .exists(IndicesExistsParts::Index(&[index]))
+        .send()
+        .await
+        .with_context(|| format!("cannot ask whether index {index} exists"))?;
+    if exists.status_code() == StatusCode::OK {
+        return Ok(false);
+    }
+    let response = client
+        .indices()
+        .create(IndicesCreateParts::Index(index))
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("cannot create index {index}"))?;
+    let status = response.status_code();
+    if status.is_success() {
+        tracing::info!(index, "created index");
+        return Ok(true);
+    }
+    let text = response.text().await.unwrap_or_default();
+    if text.contains("resource_already_exists_exception") {
+        return Ok(false);
+    }
+    bail!("cannot create index {index}: {status} {text}")
+}

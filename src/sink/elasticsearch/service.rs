@@ -1,0 +1,207 @@
+//! Bulk requests to Elasticsearch, and what every item of the answer means.
+//!
+//! Each op becomes an `index` (the whole document) or a `delete`, with `_id` =
+//! `campaign_id:seller_id` and an external version that grows with the logical time. A
+//! bulk answer of HTTP 200 can still carry failed items (`"errors": true`), so every item
+//! is read:
+//!
+//! | item status | meaning | outcome |
+//! |---|---|---|
+//! | 200, 201 | written | done |
+//! | 404 on a delete | already gone | done |
+//! | 409 | a newer version is there | done (this write is stale) |
+//! | 429, 5xx | overloaded, unavailable | retried with backoff |
+//! | 403 `cluster_block_exception` | index read-only, disk full | retried; sink unhealthy |
+//! | other 4xx | the document is refused | dead letter |
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use elasticsearch::http::StatusCode;
+use elasticsearch::{BulkParts, Elasticsearch};
+use serde_json::Value;
+
+use crate::sink::bulk::{BulkService, DocumentOp, ItemOutcome, RequestFailure, RequestResult};
+
+pub struct ElasticsearchService {
+    pub client: Elasticsearch,
+    pub index: String,
+}
+
+/// The NDJSON lines of a bulk request for `ops`.
+pub fn bulk_lines(ops: &[DocumentOp]) -> Vec<Vec<u8>> {
+    let mut lines = Vec::with_capacity(ops.len() * 2);
+    for op in ops {
+        let action = if op.body.is_some() { "index" } else { "delete" };
+        let meta = serde_json::json!({
+            action: {"_id": op.id, "version": op.version, "version_type": "external"}
+        });
+        lines.push(serde_json::to_vec(&meta).expect("bulk metadata always serializes"));
+        if let Some(body) = &op.body {
+            lines.push(body.clone());
+        }
+    }
+    lines
+}
+
+/// What one item of a bulk answer means for its op.
+pub fn item_outcome(op: &DocumentOp, item: &Value) -> ItemOutcome {
+    let result = item.get("index").or_else(|| item.get("delete")).unwrap_or(item);
+    let status = result.get("status").and_then(Value::as_u64).unwrap_or(0);
+    let error = result.get("error");
+    let error_type = error
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("unknown_error")
+        .to_owned();
+    let reason = || {
+        let text = error
+            .and_then(|e| e.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("no reason given");
+        format!("{status} {error_type}: {text}")
+    };
+    match status {
+        200 | 201 => ItemOutcome::Done,
+        404 if op.body.is_none() && error.is_none() => ItemOutcome::Done,
+        409 => ItemOutcome::Done,
+        429 | 500..=599 => ItemOutcome::Retry {
+            reason: reason(),
+            blocking: false,
+        },
+        403 if error_type == "cluster_block_exception" => ItemOutcome::Retry {
+            reason: reason(),
+            blocking: true,
+        },
+        401 | 403 => ItemOutcome::Retry {
+            reason: reason(),
+            blocking: true,
+        },
+        // Someone deleted the index: writing elsewhere would lose the document.
+        404 if error_type == "index_not_found_exception" => ItemOutcome::Retry {
+            reason: reason(),
+            blocking: true,
+        },
+        _ => ItemOutcome::Rejected {
+            code: error_type.clone(),
+            reason: reason(),
+        },
+    }
+}
+
+impl BulkService for ElasticsearchService {
+    fn send(&self, ops: Arc<Vec<DocumentOp>>) -> Pin<Box<dyn Future<Output = RequestResult> + Send>> {
+        let client = self.client.clone();
+        let index = self.index.clone();
+        Box::pin(async move {
+            let lines = bulk_lines(&ops);
+            let response = client
+                .bulk(BulkParts::Index(&index))
+                .body(lines)
+                .send()
+                .await
+                .map_err(|error| RequestFailure {
+                    reason: error.to_string(),
+                })?;
+            let status = response.status_code();
+            if status != StatusCode::OK {
+                let text = response.text().await.unwrap_or_default();
+                let text: String = text.chars().take(500).collect();
+                return Err(RequestFailure {
+                    reason: format!("bulk request answered {status}: {text}"),
+                });
+            }
+            let body: Value = response.json().await.map_err(|error| RequestFailure {
+                reason: format!("unreadable bulk answer: {error}"),
+            })?;
+            let items = body
+                .get("items")
+                .and_then(Value::as_array)
+                .ok_or_else(|| RequestFailure {
+                    reason: "bulk answer without items".into(),
+                })?;
+            if items.len() != ops.len() {
+                return Err(RequestFailure {
+                    reason: format!("bulk answer has {} items for {} operations", items.len(), ops.len()),
+                });
+            }
+            Ok(ops.iter().zip(items).map(|(op, item)| item_outcome(op, item)).collect())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn op(body: bool) -> DocumentOp {
+        DocumentOp {
+            id: "c:1".into(),
+            version: 9,
+            body: body.then(|| b"{}".to_vec()),
+            time: 9,
+        }
+    }
+
+    #[test]
+    fn bulk_lines_carry_the_external_version() {
+        let lines = bulk_lines(&[op(true), op(false)]);
+        assert_eq!(lines.len(), 3);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&lines[0]).unwrap(),
+            json!({"index": {"_id": "c:1", "version": 9, "version_type": "external"}})
+        );
+        assert_eq!(lines[1], b"{}");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&lines[2]).unwrap(),
+            json!({"delete": {"_id": "c:1", "version": 9, "version_type": "external"}})
+        );
+    }
+
+    #[test]
+    fn every_item_status_has_its_outcome() {
+        let item = |action: &str, status: u64, error_type: Option<&str>| {
+            let mut result = json!({"status": status});
+            if let Some(error_type) = error_type {
+                result["error"] = json!({"type": error_type, "reason": "because"});
+            }
+            json!({ action: result })
+        };
+        assert_eq!(item_outcome(&op(true), &item("index", 201, None)), ItemOutcome::Done);
+        assert_eq!(item_outcome(&op(false), &item("delete", 404, None)), ItemOutcome::Done);
+        assert_eq!(
+            item_outcome(
+                &op(true),
+                &item("index", 409, Some("version_conflict_engine_exception"))
+            ),
+            ItemOutcome::Done
+        );
+        assert!(matches!(
+            item_outcome(&op(true), &item("index", 429, Some("es_rejected_execution_exception"))),
+            ItemOutcome::Retry { blocking: false, .. }
+        ));
+        assert!(matches!(
+            item_outcome(&op(true), &item("index", 503, Some("unavailable_shards_exception"))),
+            ItemOutcome::Retry { blocking: false, .. }
+        ));
+        assert!(matches!(
+            item_outcome(&op(true), &item("index", 403, Some("cluster_block_exception"))),
+            ItemOutcome::Retry { blocking: true, .. }
+        ));
+        let rejected = item_outcome(&op(true), &item("index", 400, Some("mapper_parsing_exception")));
+        assert_eq!(
+            rejected,
+            ItemOutcome::Rejected {
+                code: "mapper_parsing_exception".into(),
+                reason: "400 mapper_parsing_exception: because".into()
+            }
+        );
+        // A missing index is not "already deleted": it waits for an operator.
+        assert!(matches!(
+            item_outcome(&op(false), &item("delete", 404, Some("index_not_found_exception"))),
+            ItemOutcome::Retry { blocking: true, .. }
+        ));
+    }
+}

@@ -1,0 +1,255 @@
+//! Kafka -> job -> a real search node with the Elasticsearch REST API (OpenSearch by
+//! default; `scripts/elasticsearch.sh start`, which `scripts/test.sh` runs). The tests
+//! share the broker and the node, so they run one at a time.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use dataflows::model::PairKey;
+use elasticsearch::http::Method;
+use serde_json::json;
+use support::kafka::{expected_state, generated_lines, http_get, wait_until, KafkaCase, BROKER};
+use support::search::{delete_index, index_content, request, require_node};
+use support::{free_port, path_str, run_ok};
+
+fn serial() -> MutexGuard<'static, ()> {
+    BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A case whose job writes to its own index.
+fn case(name: &str) -> (KafkaCase, String) {
+    require_node();
+    let case = KafkaCase::new(name, false);
+    let index = format!("{}-pairs", case.products_topic.trim_end_matches("-products"));
+    delete_index(&index);
+    case.write_search_config(&case.config, &index, None);
+    (case, index)
+}
+
+fn search_script(command: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/elasticsearch.sh");
+    let status = Command::new("bash")
+        .arg(script)
+        .arg(command)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "scripts/elasticsearch.sh {command} failed");
+}
+
+#[test]
+fn the_index_holds_exactly_the_brute_force_pairs() {
+    let _serial = serial();
+    let (case, index) = case("es-e2e");
+    let lines = generated_lines(case.dir.path(), 3_000, 6_000, 31);
+    case.produce(&lines, 4);
+    case.run_to_end(&case.config, &["--workers", "2"]);
+    let (state, _) = index_content(&index);
+    let expected = expected_state(&lines);
+    assert!(expected.len() > 100, "the log should make many pairs");
+    assert_eq!(
+        state, expected,
+        "pair for pair, figure for figure; ended pairs are gone"
+    );
+
+    // The mapping is the explicit one: ids are keywords, figures longs.
+    let (_, mapping) = request(Method::Get, &format!("/{index}/_mapping"), None);
+    let properties = &mapping[&index]["mappings"]["properties"];
+    assert_eq!(properties["campaign_id"]["type"], "keyword");
+    assert_eq!(properties["seller_id"]["type"], "keyword");
+    assert_eq!(properties["eligible_products"]["type"], "long");
+    assert_eq!(properties["eligible_stock"]["type"], "long");
+}
+
+#[test]
+fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
+    let _serial = serial();
+    let (case, index) = case("es-node-down");
+    let port = free_port();
+    case.write_search_config(&case.config, &index, Some(port));
+    let lines = generated_lines(case.dir.path(), 2_000, 4_000, 37);
+    let (first, rest) = lines.split_at(3_000);
+    case.produce(first, 3);
+    let _job = case.spawn(&case.config, &[]);
+    let first_state = expected_state(first);
+    wait_until("the index has caught up", Duration::from_secs(90), || {
+        index_content(&index).0 == first_state
+    });
+
+    search_script("stop");
+    case.produce(rest, 3);
+    wait_until("/health reports the sink", Duration::from_secs(60), || {
+        http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("elasticsearch"))
+    });
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    assert!(
+        metrics.contains("eligibility_sink_retries_total{sink=\"elasticsearch\"}"),
+        "{metrics}"
+    );
+    search_script("start");
+
+    let all = expected_state(&lines);
+    wait_until(
+        "the index has caught up after the outage",
+        Duration::from_secs(120),
+        || index_content(&index).0 == all,
+    );
+    wait_until("/health recovers", Duration::from_secs(30), || {
+        http_get(port, "/health").is_some_and(|(status, _)| status == 200)
+    });
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    for expected in [
+        "eligibility_sink_requests_total{sink=\"elasticsearch\"}",
+        "eligibility_sink_documents_written_total{sink=\"elasticsearch\"}",
+        "eligibility_sink_request_seconds_bucket{",
+        "eligibility_sink_requests_in_flight{sink=\"elasticsearch\"}",
+    ] {
+        assert!(metrics.contains(expected), "/metrics lacks {expected}");
+    }
+}
+
+#[test]
+fn a_killed_job_restarts_without_rewriting_what_the_index_holds() {
+    let _serial = serial();
+    let (case, index) = case("es-restart");
+    let lines = generated_lines(case.dir.path(), 4_000, 10_000, 41);
+    case.produce(&lines, 3);
+    let mut job = case.spawn(&case.config, &["--workers", "2"]);
+    wait_until(
+        "the first run has written part of the index",
+        Duration::from_secs(90),
+        || index_content(&index).0.len() > 50,
+    );
+    job.kill();
+    let (at_kill, versions_at_kill) = index_content(&index);
+
+    case.run_to_end(&case.config, &["--workers", "2"]);
+    let (state, versions) = index_content(&index);
+    let expected = expected_state(&lines);
+    assert_eq!(state, expected);
+    // A pair that was already right is not written again: its version is unchanged.
+    let mut already_right = 0;
+    let mut rewritten = 0;
+    for (pair, figures) in &at_kill {
+        let id = pair.document_id();
+        if expected.get(pair) == Some(figures) {
+            already_right += 1;
+            assert_eq!(
+                versions.get(&id),
+                versions_at_kill.get(&id),
+                "{id} was rewritten with the same figures"
+            );
+        } else if versions.get(&id) != versions_at_kill.get(&id) {
+            rewritten += 1;
+        }
+    }
+    assert!(already_right > 0, "the kill should leave some pairs right");
+    eprintln!("after the kill: {already_right} pairs were right and left alone, {rewritten} were corrected");
+}
+
+#[test]
+fn a_document_the_index_refuses_goes_to_the_dead_letter_output() {
+    let _serial = serial();
+    let (case, index) = case("es-refused");
+    // An index whose stock field is a 32-bit integer refuses a sum above 2^31.
+    let (status, body) = request(
+        Method::Put,
+        &format!("/{index}"),
+        Some(json!({
+            "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+            "mappings": {"dynamic": "strict", "properties": {
+                "campaign_id": {"type": "keyword"}, "seller_id": {"type": "keyword"},
+                "eligible_products": {"type": "long"}, "eligible_stock": {"type": "integer"}}}
+        })),
+    );
+    assert_eq!(status, 200, "{body}");
+    let lines: Vec<String> = vec![
+        r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into(),
+        r#"{"topic": "products", "key": "p-1", "value": {"seller_id": 1, "category_id": 1, "brand_id": 1, "price": 1, "stock": 4000000000}}"#.into(),
+        r#"{"topic": "products", "key": "p-2", "value": {"seller_id": 2, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}"#.into(),
+    ];
+    case.produce(&lines, 1);
+    case.run_to_end(&case.config, &[]);
+
+    let (state, _) = index_content(&index);
+    assert_eq!(state.len(), 1, "the other pair is written: {state:?}");
+    assert!(state.contains_key(&PairKey {
+        campaign_id: "c-1".into(),
+        seller_id: 2
+    }));
+    let letters: Vec<serde_json::Value> = std::fs::read_to_string(case.dir.path().join("rejected.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0]["sink"], "elasticsearch");
+    assert_eq!(letters[0]["key"], "c-1:1");
+    assert!(
+        letters[0]["code"].as_str().unwrap().contains("exception"),
+        "{}",
+        letters[0]
+    );
+    assert!(letters[0]["raw"].as_str().unwrap().contains("4000000000"));
+}
+
+#[test]
+fn the_campaigns_command_sorts_a_sellers_campaigns() {
+    let _serial = serial();
+    let (case, index) = case("es-campaigns");
+    let lines = generated_lines(case.dir.path(), 3_000, 2_000, 43);
+    case.produce(&lines, 3);
+    case.run_to_end(&case.config, &[]);
+    let expected = expected_state(&lines);
+    // Search is near real time: make the last writes visible.
+    assert_eq!(index_content(&index).0, expected);
+    let seller = expected.keys().map(|pair| pair.seller_id).min().unwrap();
+    for (sort, figure) in [("products", 0), ("stock", 1)] {
+        let output = run_ok(&[
+            "campaigns",
+            "--config",
+            path_str(&case.config),
+            "--seller",
+            &seller.to_string(),
+            "--sort",
+            sort,
+            "--limit",
+            "5",
+            "--format",
+            "json",
+        ]);
+        let shown: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+        let mut campaigns: Vec<(String, u64, u64)> = expected
+            .iter()
+            .filter(|(pair, _)| pair.seller_id == seller)
+            .map(|(pair, f)| (pair.campaign_id.clone(), f.eligible_products, f.eligible_stock))
+            .collect();
+        campaigns.sort_by(|a, b| {
+            let key = |c: &(String, u64, u64)| if figure == 0 { c.1 } else { c.2 };
+            key(b).cmp(&key(a)).then(a.0.cmp(&b.0))
+        });
+        campaigns.truncate(5);
+        let shown: Vec<(String, u64, u64)> = shown
+            .iter()
+            .map(|c| {
+                (
+                    c["campaign_id"].as_str().unwrap().to_owned(),
+                    c["eligible_products"].as_u64().unwrap(),
+                    c["eligible_stock"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(shown, campaigns, "sorted by {sort}");
+    }
+    let table = run_ok(&[
+        "campaigns",
+        "--config",
+        path_str(&case.config),
+        "--seller",
+        &seller.to_string(),
+    ]);
+    assert!(String::from_utf8(table.stdout).unwrap().contains("eligible products"));
+}
