@@ -165,6 +165,7 @@ fn default_batch_max_delay_ms() -> u64 {
 pub struct SinksConfig {
     pub jsonl: Option<JsonlSinkConfig>,
     pub elasticsearch: Option<crate::sink::elasticsearch::config::ElasticsearchConfig>,
+    pub couchbase: Option<crate::sink::couchbase::config::CouchbaseConfig>,
 }
 
 /// The JSONL change log, written by process 0.
@@ -265,8 +266,11 @@ impl JobConfig {
     }
 
     pub fn validate(&self) -> anyhow::Result<()> {
-        if self.sinks.jsonl.is_none() && self.sinks.elasticsearch.is_none() {
-            bail!("no sink is configured: add [sinks.jsonl] or [sinks.elasticsearch]");
+        if self.sinks.jsonl.is_none() && self.sinks.elasticsearch.is_none() && self.sinks.couchbase.is_none() {
+            bail!("no sink is configured: add [sinks.jsonl], [sinks.elasticsearch] or [sinks.couchbase]");
+        }
+        if let Some(couchbase) = &self.sinks.couchbase {
+            couchbase.keyspace()?;
         }
         if self.batching.max_records == 0 {
             bail!("batching.max_records must be at least 1");
@@ -277,14 +281,16 @@ impl JobConfig {
         Ok(())
     }
 
-    /// Where the progress record lives when it is a file (no Elasticsearch sink).
-    pub fn progress_path(&self) -> Option<PathBuf> {
-        self.progress.path.clone().or_else(|| {
-            self.sinks.jsonl.as_ref().map(|jsonl| {
+    /// Where the progress record lives when it is a file (no Elasticsearch sink): the
+    /// configured path, else next to the JSONL change log, else in the working directory.
+    pub fn progress_path(&self) -> PathBuf {
+        self.progress.path.clone().unwrap_or_else(|| match &self.sinks.jsonl {
+            Some(jsonl) => {
                 let mut path = jsonl.path.clone().into_os_string();
                 path.push(".progress.json");
                 PathBuf::from(path)
-            })
+            }
+            None => PathBuf::from("eligibility-progress.json"),
         })
     }
 }
@@ -308,10 +314,7 @@ mod tests {
         assert_eq!(config.kafka.products_topic, "products");
         assert_eq!(config.batching.max_records, 10_000);
         assert_eq!(config.batching.max_delay_ms, 100);
-        assert_eq!(
-            config.progress_path().unwrap(),
-            PathBuf::from("out/changes.jsonl.progress.json")
-        );
+        assert_eq!(config.progress_path(), PathBuf::from("out/changes.jsonl.progress.json"));
         assert_eq!(config.dead_letter.path, PathBuf::from("rejected.jsonl"));
         assert_eq!(config.metrics.listen, "127.0.0.1:9464");
     }

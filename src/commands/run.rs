@@ -109,9 +109,7 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
             handle.block_on(store.ensure_index())?;
             Some(Box::new(store))
         }
-        (true, None) => config
-            .progress_path()
-            .map(|path| Box::new(FileProgressStore::new(path)) as Box<dyn ProgressStore>),
+        (true, None) => Some(Box::new(FileProgressStore::new(config.progress_path()))),
     };
     let committed = match store.as_mut() {
         Some(store) => store.load()?,
@@ -142,6 +140,14 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
             crate::sink::elasticsearch::output(elasticsearch, &metrics, &handle, first_process)?;
         proposal = proposal.max(max_version + 1);
         changes.push(output);
+    }
+    if let Some(couchbase) = &config.sinks.couchbase {
+        changes.push(crate::sink::couchbase::output(
+            couchbase,
+            &metrics,
+            &handle,
+            first_process,
+        )?);
     }
     if matches!(from, StartFrom::Earliest) {
         for output in &mut changes {

@@ -7,6 +7,7 @@
 //! worker which times are safe (for example, whose source offsets may be committed).
 
 pub mod bulk;
+pub mod couchbase;
 pub mod elasticsearch;
 pub mod file_outputs;
 pub mod jsonl;

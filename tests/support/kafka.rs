@@ -302,3 +302,73 @@ listen = {listen:?}
         std::fs::write(path, text).unwrap();
     }
 }
+
+/// Which sinks a test's job writes to.
+#[derive(Default)]
+pub struct SinkSetup<'a> {
+    pub jsonl: bool,
+    pub elasticsearch_index: Option<&'a str>,
+    pub couchbase_url: Option<&'a str>,
+    pub metrics_port: Option<u16>,
+}
+
+/// The password the Couchbase model expects, passed through the environment.
+pub const COUCHBASE_PASSWORD_ENV: &str = "ELIGIBILITY_TEST_COUCHBASE_PASSWORD";
+
+impl KafkaCase {
+    /// Writes a job config for these topics with the given sinks.
+    pub fn write_sinks_config(&self, path: &Path, sinks: SinkSetup<'_>) {
+        let mut text = format!(
+            r#"
+[kafka]
+brokers = {brokers:?}
+products_topic = {products:?}
+campaigns_topic = {campaigns:?}
+rehydration_chunk_records = 500
+
+[batching]
+max_records = 200
+max_delay_ms = 20
+
+[dead_letter]
+path = {dead_letters:?}
+
+[progress]
+interval_ms = 20
+path = {progress:?}
+
+[metrics]
+listen = {listen:?}
+"#,
+            brokers = brokers(),
+            products = self.products_topic,
+            campaigns = self.campaigns_topic,
+            dead_letters = path_str(&self.dir.path().join("rejected.jsonl")),
+            progress = path_str(&self.dir.path().join("progress.json")),
+            listen = sinks
+                .metrics_port
+                .map(|port| format!("127.0.0.1:{port}"))
+                .unwrap_or_default(),
+        );
+        if sinks.jsonl {
+            text += &format!(
+                "\n[sinks.jsonl]\npath = {:?}\nsync_interval_ms = 20\n",
+                path_str(&self.dir.path().join("changes.jsonl"))
+            );
+        }
+        if let Some(index) = sinks.elasticsearch_index {
+            text += &format!(
+                "\n[sinks.elasticsearch]\nurls = [{:?}]\nindex = {index:?}\nreplicas = 0\njob_id = {index:?}\n\
+                 flush_interval_ms = 20\nretry_initial_ms = 50\nretry_max_ms = 2000\n",
+                super::search::url()
+            );
+        }
+        if let Some(url) = sinks.couchbase_url {
+            text += &format!(
+                "\n[sinks.couchbase]\nurl = {url:?}\nbucket = \"eligibility\"\nmax_actions = 200\nflush_interval_ms = 20\n\
+                 retry_initial_ms = 20\nretry_max_ms = 500\nusername = \"eligibility\"\npassword_env = {COUCHBASE_PASSWORD_ENV:?}\n"
+            );
+        }
+        std::fs::write(path, text).unwrap();
+    }
+}

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod query_service;
 pub mod search;
 
 use std::path::{Path, PathBuf};

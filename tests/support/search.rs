@@ -57,12 +57,21 @@ pub fn request(method: elasticsearch::http::Method, path: &str, body: Option<Val
 
 /// Every pair in `index` (after a refresh), and each document's version.
 pub fn index_content(index: &str) -> (PairState, BTreeMap<String, u64>) {
-    request(elasticsearch::http::Method::Post, &format!("/{index}/_refresh"), None);
-    let (status, body) = request(
-        elasticsearch::http::Method::Post,
-        &format!("/{index}/_search"),
-        Some(serde_json::json!({"query": {"match_all": {}}, "size": 10000, "version": true})),
-    );
+    let mut attempts = 0;
+    let (status, body) = loop {
+        request(elasticsearch::http::Method::Post, &format!("/{index}/_refresh"), None);
+        let (status, body) = request(
+            elasticsearch::http::Method::Post,
+            &format!("/{index}/_search"),
+            Some(serde_json::json!({"query": {"match_all": {}}, "size": 10000, "version": true})),
+        );
+        // A node that has just started, or an index just created, may not have its shard yet.
+        attempts += 1;
+        if status != 503 || attempts == 50 {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
     if status == 404 {
         return (PairState::new(), BTreeMap::new());
     }

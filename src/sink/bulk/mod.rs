@@ -105,6 +105,13 @@ pub type RequestResult = Result<Vec<ItemOutcome>, RequestFailure>;
 pub trait BulkService: Send + Sync + 'static {
     /// Writes `ops` in one request and reports each op's outcome, in order.
     fn send(&self, ops: Arc<Vec<DocumentOp>>) -> Pin<Box<dyn Future<Output = RequestResult> + Send>>;
+
+    /// Whether the destination applies whatever write comes last, whatever its version.
+    /// Then a document is never in two requests at once, nor twice in one request, so its
+    /// writes land in the order of their versions.
+    fn needs_ordered_writes(&self) -> bool {
+        false
+    }
 }
 
 /// Limits and timings of a bulk sink.
@@ -144,6 +151,8 @@ pub struct BulkSink<S: BulkService> {
     attempts: HashMap<(String, u64), u32>,
     /// Ops not yet done, per time: what holds the acknowledged frontier back.
     outstanding: BTreeMap<Time, usize>,
+    /// Documents in requests in flight (kept only for services that need ordered writes).
+    in_flight_documents: HashMap<String, usize>,
     /// Per document with ops outstanding: the newest version written, and how many ops.
     newest: HashMap<String, (u64, usize)>,
     request_failures: u32,
@@ -178,6 +187,7 @@ impl<S: BulkService> BulkSink<S> {
             retry_sequence: 0,
             attempts: HashMap::new(),
             outstanding: BTreeMap::new(),
+            in_flight_documents: HashMap::new(),
             newest: HashMap::new(),
             request_failures: 0,
             next_request_at: Instant::now(),
@@ -217,6 +227,14 @@ impl<S: BulkService> BulkSink<S> {
     fn take_completed(&mut self) {
         while let Ok(Completed { ops, result, elapsed }) = self.completed.try_recv() {
             self.in_flight -= 1;
+            for op in ops.iter() {
+                if let Some(count) = self.in_flight_documents.get_mut(&op.id) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.in_flight_documents.remove(&op.id);
+                    }
+                }
+            }
             self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).dec();
             self.metrics
                 .sinks
@@ -296,6 +314,37 @@ impl<S: BulkService> BulkSink<S> {
         }
     }
 
+    /// Takes the next request's ops off the buffer, in order. For a destination that needs
+    /// ordered writes, a document already in flight or already in this request waits.
+    fn next_batch(&mut self) -> Option<(Vec<DocumentOp>, usize)> {
+        let ordered = self.service.needs_ordered_writes();
+        let mut ops = Vec::new();
+        let mut bytes = 0;
+        let mut waiting = Vec::new();
+        let mut in_batch = std::collections::HashSet::new();
+        while let Some(op) = self.buffer.pop_front() {
+            if !ops.is_empty() && (ops.len() >= self.config.max_actions || bytes + op.size() > self.config.max_bytes) {
+                self.buffer.push_front(op);
+                break;
+            }
+            if ordered && (self.in_flight_documents.contains_key(&op.id) || !in_batch.insert(op.id.clone())) {
+                waiting.push(op);
+                continue;
+            }
+            bytes += op.size();
+            ops.push(op);
+        }
+        for op in waiting.into_iter().rev() {
+            self.buffer.push_front(op);
+        }
+        if ordered {
+            for op in &ops {
+                *self.in_flight_documents.entry(op.id.clone()).or_default() += 1;
+            }
+        }
+        (!ops.is_empty()).then_some((ops, bytes))
+    }
+
     fn dispatch(&mut self, closing: bool) {
         while !self.buffer.is_empty()
             && self.in_flight < self.config.max_in_flight
@@ -308,17 +357,7 @@ impl<S: BulkService> BulkSink<S> {
             if !(full || waited || closing || self.in_flight == 0) {
                 break;
             }
-            let mut ops = Vec::new();
-            let mut bytes = 0;
-            while let Some(op) = self.buffer.front() {
-                if !ops.is_empty()
-                    && (ops.len() >= self.config.max_actions || bytes + op.size() > self.config.max_bytes)
-                {
-                    break;
-                }
-                bytes += op.size();
-                ops.push(self.buffer.pop_front().expect("front exists"));
-            }
+            let Some((ops, bytes)) = self.next_batch() else { break };
             self.buffer_bytes -= bytes;
             self.oldest_buffered = (!self.buffer.is_empty()).then(Instant::now);
             let ops = Arc::new(ops);

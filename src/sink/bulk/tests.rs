@@ -26,10 +26,25 @@ struct ScriptedService {
     batch_sizes: Mutex<Vec<usize>>,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
+    /// Whether it applies the last write it gets, whatever the version (like N1QL UPSERT).
+    last_write_wins: bool,
+    /// Documents of the requests being served, to catch one in two at once.
+    serving: Arc<Mutex<Vec<String>>>,
+    overlaps: AtomicUsize,
 }
 
 impl BulkService for ScriptedService {
     fn send(&self, ops: Arc<Vec<DocumentOp>>) -> Pin<Box<dyn Future<Output = RequestResult> + Send>> {
+        {
+            let mut serving = self.serving.lock().unwrap();
+            let mut seen = std::collections::HashSet::new();
+            for op in ops.iter() {
+                if serving.contains(&op.id) || !seen.insert(op.id.clone()) {
+                    self.overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            serving.extend(ops.iter().map(|op| op.id.clone()));
+        }
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         let failing = self
@@ -55,7 +70,8 @@ impl BulkService for ScriptedService {
                     let outcome = scripted.unwrap_or(ItemOutcome::Done);
                     if outcome == ItemOutcome::Done {
                         let mut documents = self.documents.lock().unwrap();
-                        let newer = documents.get(&op.id).is_some_and(|(version, _)| *version >= op.version);
+                        let newer = !self.last_write_wins
+                            && documents.get(&op.id).is_some_and(|(version, _)| *version >= op.version);
                         if !newer {
                             documents.insert(op.id.clone(), (op.version, op.body.clone()));
                             self.writes.lock().unwrap().push((op.id.clone(), op.version));
@@ -67,10 +83,22 @@ impl BulkService for ScriptedService {
             Ok(outcomes)
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let ids: Vec<String> = ops.iter().map(|op| op.id.clone()).collect();
+        let serving = self.serving.clone();
         Box::pin(async move {
             tokio::time::sleep(Duration::from_millis(2)).await;
+            let mut serving = serving.lock().unwrap();
+            for id in ids {
+                if let Some(position) = serving.iter().position(|held| *held == id) {
+                    serving.remove(position);
+                }
+            }
             result
         })
+    }
+
+    fn needs_ordered_writes(&self) -> bool {
+        self.last_write_wins
     }
 }
 
@@ -235,6 +263,42 @@ fn a_stale_retry_never_overwrites_a_newer_write() {
         2,
         "the stale retry was dropped, not sent"
     );
+}
+
+#[test]
+fn a_last_write_wins_destination_gets_each_document_in_version_order() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService {
+        last_write_wins: true,
+        ..ScriptedService::default()
+    });
+    let mut sink = sink(service.clone(), config(3, 4), &runtime);
+    for time in 1..=20u64 {
+        // The same two pairs change at every time, and a third now and then.
+        let mut changes = vec![change(time, 1, Some(time)), change(time, 2, Some(time))];
+        if time % 5 == 0 {
+            changes.push(change(time, 3, if time % 10 == 0 { None } else { Some(time) }));
+        }
+        sink.write(time, &changes).unwrap();
+        sink.flush(Some(time + 1)).unwrap();
+    }
+    assert_eq!(settle(&mut sink, Some(21)), Some(21));
+    assert_eq!(
+        service.overlaps.load(Ordering::SeqCst),
+        0,
+        "a document was in two requests at once"
+    );
+    let writes = service.writes.lock().unwrap().clone();
+    for id in ["c:1", "c:2", "c:3"] {
+        let versions: Vec<u64> = writes.iter().filter(|(w, _)| w == id).map(|(_, v)| *v).collect();
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{id} written out of order: {versions:?}"
+        );
+    }
+    let documents = service.documents.lock().unwrap();
+    assert_eq!(documents["c:1"].0, 20);
+    assert_eq!(documents["c:3"], (20, None), "the last write of c:3 is its delete");
 }
 
 #[test]

@@ -30,6 +30,25 @@ pub fn pairs_mapping(config: &ElasticsearchConfig) -> serde_json::Value {
     })
 }
 
+/// Waits until the primary shards of `index` are assigned (health yellow or better).
+async fn wait_for_shards(client: &Elasticsearch, index: &str) -> anyhow::Result<()> {
+    let response = client
+        .cluster()
+        .health(elasticsearch::cluster::ClusterHealthParts::Index(&[index]))
+        .wait_for_status(elasticsearch::params::WaitForStatus::Yellow)
+        .timeout("30s")
+        .send()
+        .await
+        .with_context(|| format!("cannot wait for index {index}"))?;
+    if !response.status_code().is_success() {
+        bail!(
+            "index {index} did not become available: {}",
+            response.text().await.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// Creates `index` with `body` unless it exists (another process may create it first).
 pub async fn ensure_index(client: &Elasticsearch, index: &str, body: serde_json::Value) -> anyhow::Result<bool> {
     let exists = client
@@ -51,6 +70,7 @@ pub async fn ensure_index(client: &Elasticsearch, index: &str, body: serde_json:
     let status = response.status_code();
     if status.is_success() {
         tracing::info!(index, "created index");
+        wait_for_shards(client, index).await?;
         return Ok(true);
     }
     let text = response.text().await.unwrap_or_default();

@@ -42,6 +42,7 @@ pub async fn prepare(
                 metrics.health.set_healthy(NAME);
                 return Ok(());
             }
+            Err(error) if crate::shutdown::requested() => return Err(error),
             Err(error) => {
                 metrics.health.set_unhealthy(NAME, format!("{error:#}"));
                 tracing::warn!(error = %format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "waiting for Elasticsearch");

@@ -111,7 +111,7 @@ pub fn plan(kafka: &KafkaConfig, from: &StartFrom, committed: Option<&ProgressRe
     let partitions = loop {
         match list_partitions(&consumer, kafka) {
             Ok(partitions) => break partitions,
-            Err(error) if is_missing_topic(&error) => return Err(error),
+            Err(error) if is_missing_topic(&error) || crate::shutdown::requested() => return Err(error),
             Err(error) => {
                 tracing::warn!(brokers = %kafka.brokers, error = %error, retry_in_ms = delay.as_millis() as u64, "waiting for Kafka");
                 std::thread::sleep(delay);
