@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cluster::ClusterOptions;
+use crate::cluster::{ClusterOptions, Peers};
 use crate::commands;
 
 #[derive(Parser, Debug)]
@@ -37,36 +37,68 @@ pub enum Command {
 }
 
 /// Cluster layout, shared by every command that starts timely workers. Each option
-/// overrides the config file's `[cluster]`.
+/// overrides the config file's `[cluster]`; each can also come from the environment, as
+/// on Kubernetes.
 #[derive(Args, Debug, Clone, Default)]
 pub struct ClusterArgs {
     /// Worker threads per process [default: 1].
-    #[arg(long)]
+    #[arg(long, env = "ELIGIBILITY_WORKERS")]
     pub workers: Option<usize>,
     /// Number of processes in the cluster [default: 1].
-    #[arg(long)]
+    #[arg(long, env = "ELIGIBILITY_PROCESSES")]
     pub processes: Option<usize>,
     /// Index of this process, 0-based [default: 0].
-    #[arg(long, env = "ELIGIBILITY_PROCESS")]
+    #[arg(long, env = "ELIGIBILITY_PROCESS", conflicts_with = "pod_name")]
     pub process: Option<usize>,
+    /// A StatefulSet pod name; its ordinal suffix is the process index (`eligibility-2`: 2).
+    #[arg(long, env = "ELIGIBILITY_POD_NAME")]
+    pub pod_name: Option<String>,
     /// File of host:port lines, one per process, in process order.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "peers")]
     pub hostfile: Option<PathBuf>,
+    /// The peers as a host:port pattern, `{i}` standing for the process index.
+    #[arg(long, env = "ELIGIBILITY_PEERS")]
+    pub peers: Option<String>,
+    /// Port of process 0's start-up rendezvous [default: its peer port + 1].
+    #[arg(long, env = "ELIGIBILITY_RENDEZVOUS_PORT")]
+    pub rendezvous_port: Option<u16>,
 }
 
 impl ClusterArgs {
-    /// The layout: these options over the config file's, over the defaults.
-    pub fn resolve(&self, config: Option<&crate::config::ClusterConfig>) -> ClusterOptions {
+    /// The layout: these options over the config file's, over the defaults. `fingerprint`
+    /// is what every process must agree on besides the layout.
+    pub fn resolve(
+        &self,
+        config: Option<&crate::config::ClusterConfig>,
+        fingerprint: u64,
+    ) -> anyhow::Result<ClusterOptions> {
         let defaults = ClusterOptions::default();
-        ClusterOptions {
+        let process = match (&self.process, &self.pod_name) {
+            (Some(process), _) => *process,
+            (None, Some(pod_name)) => crate::cluster::ordinal_of(pod_name)?,
+            (None, None) => defaults.process,
+        };
+        let peers = match (&self.hostfile, &self.peers, config) {
+            (Some(path), _, _) => Peers::Hostfile(path.clone()),
+            (None, Some(pattern), _) => Peers::Pattern(pattern.clone()),
+            (None, None, Some(config)) => match (&config.hostfile, &config.peers) {
+                (Some(path), _) => Peers::Hostfile(path.clone()),
+                (None, Some(pattern)) => Peers::Pattern(pattern.clone()),
+                (None, None) => Peers::Alone,
+            },
+            (None, None, None) => Peers::Alone,
+        };
+        Ok(ClusterOptions {
             workers: self.workers.or(config.map(|c| c.workers)).unwrap_or(defaults.workers),
             processes: self
                 .processes
                 .or(config.map(|c| c.processes))
                 .unwrap_or(defaults.processes),
-            process: self.process.unwrap_or(defaults.process),
-            hostfile: self.hostfile.clone().or(config.and_then(|c| c.hostfile.clone())),
-        }
+            process,
+            peers,
+            rendezvous_port: self.rendezvous_port,
+            fingerprint,
+        })
     }
 }
 

@@ -40,6 +40,8 @@ pub struct ClusterConfig {
     pub processes: usize,
     /// File of `host:port` lines, one per process.
     pub hostfile: Option<PathBuf>,
+    /// The peers as a `host:port` pattern with `{i}` for the process index.
+    pub peers: Option<String>,
 }
 
 impl Default for ClusterConfig {
@@ -48,6 +50,7 @@ impl Default for ClusterConfig {
             workers: default_workers(),
             processes: default_processes(),
             hostfile: None,
+            peers: None,
         }
     }
 }

@@ -161,6 +161,7 @@ impl JobReport {
 /// requested) and every output is acknowledged.
 pub fn run(job: Job) -> anyhow::Result<JobReport> {
     let config = job.cluster.timely_config()?;
+    job.cluster.meet()?;
     let started = Instant::now();
     let metrics = job.metrics.clone();
     let primary = job
@@ -322,6 +323,7 @@ impl Watch<'_> {
     /// Checks for failures and accounts for newly acknowledged times.
     fn after_step(&mut self) -> anyhow::Result<()> {
         check(&self.errors, self.abort)?;
+        self.metrics.beat();
         let acknowledged = self.acknowledged();
         if let Some(time) = acknowledged {
             self.metrics.output_frontier.set(time as i64);

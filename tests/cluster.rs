@@ -5,7 +5,7 @@ mod support;
 
 use std::process::{Command, Stdio};
 
-use support::{binary, free_port, path_str, run_ok};
+use support::{binary, free_port, free_port_pair, path_str, run_ok};
 
 #[test]
 fn two_processes_write_what_one_process_writes() {
@@ -50,7 +50,7 @@ fn two_processes_write_what_one_process_writes() {
     let hostfile = dir.path().join("hosts.txt");
     std::fs::write(
         &hostfile,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port_pair(), free_port()),
     )
     .unwrap();
     let cluster_changes = dir.path().join("cluster.jsonl");

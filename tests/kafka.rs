@@ -19,7 +19,7 @@ use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use support::kafka::{
     brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase, BROKER,
 };
-use support::{binary, free_port, path_str};
+use support::{binary, free_port, free_port_pair, path_str};
 
 fn serial() -> MutexGuard<'static, ()> {
     BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -328,7 +328,7 @@ fn two_processes_of_two_workers_agree_with_one_worker() {
     let hostfile = case.dir.path().join("hosts.txt");
     std::fs::write(
         &hostfile,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port_pair(), free_port()),
     )
     .unwrap();
     let processes: Vec<_> = (0..2)

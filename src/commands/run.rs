@@ -8,7 +8,7 @@ use dataflows::model::PairFigures;
 
 use crate::change_log;
 use crate::cli::RunArgs;
-use crate::cluster::ClusterOptions;
+use crate::cluster::{fingerprint, ClusterOptions};
 use crate::config::JobConfig;
 use crate::dead_letter::DeadLetter;
 use crate::job::{self, dead_letters_on_first_worker, ChangeOutput, HeldPairs, Job, JobReport, ProgressCommit};
@@ -48,7 +48,8 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
     }
-    let cluster = args.cluster.resolve(None);
+    let fingerprint = fingerprint(&["event log", &input.display().to_string(), &args.batch_size.to_string()]);
+    let cluster = args.cluster.resolve(None, fingerprint)?;
     // Fail on a bad layout before any file is created.
     cluster.timely_config()?;
     let metrics = Arc::new(Metrics::new());
@@ -76,9 +77,13 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
 
 /// Kafka mode: rebuild from the compacted topics, reconcile with the sinks, then follow.
 fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
-    let config = JobConfig::load(args.config.as_ref().expect("checked by the caller"))?;
+    let config_path = args.config.as_ref().expect("checked by the caller");
+    let config = JobConfig::load(config_path)?;
     let from: StartFrom = args.from.parse()?;
-    let cluster = args.cluster.resolve(Some(&config.cluster));
+    // Every process must run the same configuration and start the same way.
+    let config_text = std::fs::read_to_string(config_path)?;
+    let fingerprint = fingerprint(&["kafka", &config_text, &args.from, &args.stop_at_end.to_string()]);
+    let cluster = args.cluster.resolve(Some(&config.cluster), fingerprint)?;
     cluster.timely_config()?;
     crate::shutdown::install()?;
     let metrics = Arc::new(Metrics::new());

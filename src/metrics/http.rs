@@ -1,7 +1,8 @@
 //! The metrics endpoint: `GET /metrics` (Prometheus text) and `GET /health`.
 //!
-//! `/health` answers 200 when every component is healthy and 503 otherwise, with a JSON
-//! body naming each component and, for an unhealthy one, why.
+//! `/health` (readiness) answers 200 when every component is healthy and 503 otherwise,
+//! with a JSON body naming each component and, for an unhealthy one, why. `/health/live`
+//! (liveness) answers 503 only when the worker loop has stopped going round.
 
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
@@ -10,6 +11,9 @@ use anyhow::{anyhow, Context};
 use tiny_http::{Header, Response, Server};
 
 use super::Metrics;
+
+/// A worker loop that has not gone round for this long is stuck.
+const LIVENESS_WINDOW: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Serves the endpoint on a background thread; returns the address it listens on.
 pub fn serve(listen: &str, metrics: Arc<Metrics>) -> anyhow::Result<std::net::SocketAddr> {
@@ -57,6 +61,11 @@ fn respond(url: &str, metrics: &Metrics) -> Response<std::io::Cursor<Vec<u8>>> {
                 .with_status_code(if healthy { 200 } else { 503 })
                 .with_header(header("application/json"))
         }
-        _ => Response::from_string("not found: try /metrics or /health\n").with_status_code(404),
+        // Liveness, not readiness: a sink or broker outage must not restart the cluster.
+        "/health/live" => match metrics.alive(LIVENESS_WINDOW) {
+            true => Response::from_string("alive\n"),
+            false => Response::from_string("the worker loop has not gone round for too long\n").with_status_code(503),
+        },
+        _ => Response::from_string("not found: try /metrics, /health or /health/live\n").with_status_code(404),
     }
 }

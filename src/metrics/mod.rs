@@ -65,6 +65,8 @@ pub struct Metrics {
     pub dead_letters_written: Counter,
     /// Sink-specific counters register themselves here.
     pub sinks: SinkMetrics,
+    /// When a worker loop last went round (Unix ms; 0 before the workers start).
+    pub heartbeat: std::sync::atomic::AtomicU64,
 }
 
 /// Counters every sink keeps, labelled by sink.
@@ -113,6 +115,7 @@ impl Metrics {
                 request_seconds: Family::new_with_constructor(histogram_of_seconds),
             },
             registry: Registry::default(),
+            heartbeat: std::sync::atomic::AtomicU64::new(0),
         };
         registry.register(
             "records_read",
@@ -242,6 +245,18 @@ impl Metrics {
         )
     }
 
+    /// Notes that a worker loop is going round.
+    pub fn beat(&self) {
+        self.heartbeat
+            .store(unix_millis(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the workers are alive: not started yet, or a loop went round within `within`.
+    pub fn alive(&self, within: std::time::Duration) -> bool {
+        let beat = self.heartbeat.load(std::sync::atomic::Ordering::Relaxed);
+        beat == 0 || unix_millis().saturating_sub(beat) <= within.as_millis() as u64
+    }
+
     pub fn partition(topic: &str, partition: i32) -> PartitionLabels {
         PartitionLabels {
             topic: topic.to_owned(),
@@ -252,4 +267,10 @@ impl Metrics {
     pub fn sink(name: &str) -> SinkLabels {
         SinkLabels { sink: name.to_owned() }
     }
+}
+
+fn unix_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }

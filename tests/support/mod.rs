@@ -37,6 +37,17 @@ pub fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 
+/// A loopback port that was free a moment ago, with the next one free too (process 0 of
+/// a cluster holds its rendezvous on its peer port + 1).
+pub fn free_port_pair() -> u16 {
+    loop {
+        let port = free_port();
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
