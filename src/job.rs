@@ -162,6 +162,7 @@ impl JobReport {
 pub fn run(job: Job) -> anyhow::Result<JobReport> {
     let config = job.cluster.timely_config()?;
     job.cluster.meet()?;
+    let connected = watch_connection(&job.cluster);
     let started = Instant::now();
     let metrics = job.metrics.clone();
     let primary = job
@@ -172,6 +173,7 @@ pub fn run(job: Job) -> anyhow::Result<JobReport> {
     // Set when a worker of this process fails, so the others stop instead of waiting.
     let abort = Arc::new(AtomicBool::new(false));
     let guards = timely::execute(config, move |worker| {
+        connected.store(true, Ordering::SeqCst);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_worker(worker, &job, &abort)));
         if !matches!(result, Ok(Ok(()))) {
             abort.store(true, Ordering::SeqCst);
@@ -195,6 +197,35 @@ pub fn run(job: Job) -> anyhow::Result<JobReport> {
         return Err(error);
     }
     Ok(JobReport::from_metrics(&metrics, &primary, started.elapsed()))
+}
+
+/// How long timely may take to connect the processes once they have all met.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Timely waits forever for a peer that died after the rendezvous; this stops the process
+/// instead, so that the cluster restarts. Returns the flag the workers set once connected.
+fn watch_connection(cluster: &ClusterOptions) -> Arc<AtomicBool> {
+    let connected = Arc::new(AtomicBool::new(false));
+    if cluster.processes > 1 {
+        let flag = connected.clone();
+        let peers = cluster.addresses().unwrap_or_default();
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + CONNECT_TIMEOUT;
+            while Instant::now() < deadline {
+                if flag.load(Ordering::SeqCst) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            tracing::error!(
+                ?peers,
+                timeout_s = CONNECT_TIMEOUT.as_secs(),
+                "the processes did not all connect; stopping so the cluster restarts"
+            );
+            std::process::exit(2);
+        });
+    }
+    connected
 }
 
 type UpsertInput<K, V> = InputHandle<Time, CapacityContainerBuilder<Vec<Upsert<K, V>>>>;

@@ -55,9 +55,23 @@ fn start(
     (child, log)
 }
 
-fn wait_all(children: Vec<(Child, std::path::PathBuf)>) -> Vec<(bool, String)> {
-    children
-        .into_iter()
+/// Kills every process still running when a test ends early.
+struct Cluster(Vec<(Child, std::path::PathBuf)>);
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (child, _) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits for every process: whether each succeeded, and its log.
+fn wait_all(mut cluster: Cluster) -> Vec<(bool, String)> {
+    cluster
+        .0
+        .drain(..)
         .map(|(mut child, log)| {
             let status = child.wait().unwrap();
             (status.success(), std::fs::read_to_string(log).unwrap_or_default())
@@ -96,9 +110,11 @@ fn three_processes_of_two_workers_write_the_index_one_worker_writes() {
     );
     let peers = peer_pattern();
     let rendezvous = free_port();
-    let children = (0..3)
-        .map(|i| start(&cluster_config, 3, i, &peers, rendezvous, &["--stop-at-end"]))
-        .collect();
+    let children = Cluster(
+        (0..3)
+            .map(|i| start(&cluster_config, 3, i, &peers, rendezvous, &["--stop-at-end"]))
+            .collect(),
+    );
     for (index, (ok, stderr)) in wait_all(children).into_iter().enumerate() {
         assert!(ok, "process {index} failed:\n{stderr}");
     }
@@ -132,9 +148,11 @@ fn a_killed_process_brings_the_cluster_down_and_a_restart_is_exact() {
 
     let peers = peer_pattern();
     let rendezvous = free_port();
-    let mut children: Vec<(Child, std::path::PathBuf)> = (0..3)
-        .map(|i| start(&case.config, 3, i, &peers, rendezvous, &[]))
-        .collect();
+    let mut children = Cluster(
+        (0..3)
+            .map(|i| start(&case.config, 3, i, &peers, rendezvous, &[]))
+            .collect(),
+    );
     wait_until(
         "the cluster has written part of the index",
         Duration::from_secs(120),
@@ -142,18 +160,21 @@ fn a_killed_process_brings_the_cluster_down_and_a_restart_is_exact() {
     );
     // More input arrives while one process dies.
     case.produce(&rest[..3_000], 6);
-    children[1].0.kill().unwrap();
-    let _ = children[1].0.wait();
-    let survivors: Vec<(Child, std::path::PathBuf)> = children
-        .drain(..)
-        .enumerate()
-        .filter(|(i, _)| *i != 1)
-        .map(|(_, c)| c)
-        .collect();
+    children.0[1].0.kill().unwrap();
+    let _ = children.0[1].0.wait();
+    let survivors = Cluster(
+        children
+            .0
+            .drain(..)
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, c)| c)
+            .collect(),
+    );
     let outcomes = {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let mut survivors = survivors;
-        while survivors.iter_mut().any(|(c, _)| c.try_wait().unwrap().is_none()) {
+        while survivors.0.iter_mut().any(|(c, _)| c.try_wait().unwrap().is_none()) {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the other processes did not stop after losing a peer"
@@ -168,9 +189,11 @@ fn a_killed_process_brings_the_cluster_down_and_a_restart_is_exact() {
     );
 
     case.produce(&rest[3_000..], 6);
-    let children = (0..3)
-        .map(|i| start(&case.config, 3, i, &peers, rendezvous, &["--stop-at-end"]))
-        .collect();
+    let children = Cluster(
+        (0..3)
+            .map(|i| start(&case.config, 3, i, &peers, rendezvous, &["--stop-at-end"]))
+            .collect(),
+    );
     for (index, (ok, stderr)) in wait_all(children).into_iter().enumerate() {
         assert!(ok, "process {index} failed after the restart:\n{stderr}");
     }
@@ -192,10 +215,10 @@ fn a_misconfigured_cluster_stops_with_the_reason() {
     let peers = peer_pattern();
     let rendezvous = free_port();
     // Process 1 thinks the cluster has three processes; process 0 says two.
-    let children = vec![
+    let children = Cluster(vec![
         start(&case.config, 2, 0, &peers, rendezvous, &["--stop-at-end"]),
         start(&case.config, 3, 1, &peers, rendezvous, &["--stop-at-end"]),
-    ];
+    ]);
     for (ok, stderr) in wait_all(children) {
         assert!(!ok);
         assert!(

@@ -58,6 +58,8 @@ pub async fn ensure_index(client: &Elasticsearch, index: &str, body: serde_json:
         .await
         .with_context(|| format!("cannot ask whether index {index} exists"))?;
     if exists.status_code() == StatusCode::OK {
+        // Another process may have created it a moment ago: its shards may not be up yet.
+        wait_for_shards(client, index).await?;
         return Ok(false);
     }
     let response = client
@@ -75,6 +77,7 @@ pub async fn ensure_index(client: &Elasticsearch, index: &str, body: serde_json:
     }
     let text = response.text().await.unwrap_or_default();
     if text.contains("resource_already_exists_exception") {
+        wait_for_shards(client, index).await?;
         return Ok(false);
     }
     bail!("cannot create index {index}: {status} {text}")

@@ -18,8 +18,6 @@ pub mod service;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
-
 use self::config::ElasticsearchConfig;
 use self::service::ElasticsearchService;
 use crate::job::{ChangeOutput, HeldPairs, Route};
@@ -53,6 +51,29 @@ pub async fn prepare(
     }
 }
 
+/// What the index holds, retried while the cluster cannot answer (a shard moving, say).
+async fn read_held(
+    client: &elasticsearch::Elasticsearch,
+    config: &ElasticsearchConfig,
+    metrics: &Metrics,
+) -> anyhow::Result<(HeldPairs, u64)> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match held::held_pairs(client, &config.index).await {
+            Ok(held) => return Ok(held),
+            Err(error) if crate::shutdown::requested() => return Err(error.context("cannot read what the index holds")),
+            Err(error) => {
+                metrics
+                    .health
+                    .set_unhealthy(NAME, format!("cannot read what the index holds: {error:#}"));
+                tracing::warn!(error = %format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "cannot read what the index holds yet");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(10));
+            }
+        }
+    }
+}
+
 /// The output: a bulk sink on every worker, routed by pair; the held pairs (read by
 /// process 0) and the greatest version already written.
 pub fn output(
@@ -64,9 +85,7 @@ pub fn output(
     let client = client::connect(config)?;
     runtime.block_on(prepare(&client, config, metrics))?;
     let (held, max_version): (HeldPairs, u64) = if first_process {
-        let (held, max_version) = runtime
-            .block_on(held::held_pairs(&client, &config.index))
-            .context("cannot read what the index holds")?;
+        let (held, max_version) = runtime.block_on(read_held(&client, config, metrics))?;
         tracing::info!(pairs = held.len(), index = %config.index, "the index holds these pairs");
         metrics
             .pairs_live
