@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, and every test of the workspace, with the real
+# The whole test suite: formatting, lints, the Kubernetes manifests, and every test of the
+# workspace, with the real
 # services the integration tests need: a Kafka broker and a search node (OpenSearch 2 by
 # default), started here if not running. The Elasticsearch sink's tests then run a second
 # time against Elasticsearch 7.10 (set ELIGIBILITY_SKIP_ES7=1 to skip that pass).
@@ -8,6 +9,10 @@ cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# The Kubernetes manifests: rendered with kustomize, checked with kubeconform against
+# schemas built offline (cached under .local/k8s; a cold run takes a few minutes).
+scripts/k8s-validate.sh
 
 started=()
 cleanup() {
