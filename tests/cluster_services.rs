@@ -207,7 +207,7 @@ fn a_misconfigured_cluster_stops_with_the_reason() {
     case.write_sinks_config(
         &case.config,
         SinkSetup {
-            jsonl: true,
+            jsonl: Some("changes.jsonl"),
             ..SinkSetup::default()
         },
     );

@@ -4,16 +4,15 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::MutexGuard;
 use std::time::Duration;
 
 use dataflows::model::PairKey;
 use elasticsearch::http::Method;
 use serde_json::json;
-use support::kafka::{expected_state, generated_lines, http_get, wait_until, KafkaCase, BROKER};
+use support::kafka::{expected_state, generated_lines, http_get, wait_until, KafkaCase, SinkSetup, BROKER};
 use support::search::{delete_index, index_content, request, require_node};
-use support::{free_port, path_str, run_ok};
+use support::{free_port, path_str, run_ok, service_script};
 
 fn serial() -> MutexGuard<'static, ()> {
     BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -25,19 +24,14 @@ fn case(name: &str) -> (KafkaCase, String) {
     let case = KafkaCase::new(name, false);
     let index = format!("{}-pairs", case.products_topic.trim_end_matches("-products"));
     delete_index(&index);
-    case.write_search_config(&case.config, &index, None);
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            ..SinkSetup::default()
+        },
+    );
     (case, index)
-}
-
-fn search_script(command: &str) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/elasticsearch.sh");
-    let status = Command::new("bash")
-        .arg(script)
-        .arg(command)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "scripts/elasticsearch.sh {command} failed");
 }
 
 #[test]
@@ -69,7 +63,14 @@ fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
     let _serial = serial();
     let (case, index) = case("es-node-down");
     let port = free_port();
-    case.write_search_config(&case.config, &index, Some(port));
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
     let lines = generated_lines(case.dir.path(), 2_000, 4_000, 37);
     let (first, rest) = lines.split_at(3_000);
     case.produce(first, 3);
@@ -79,7 +80,7 @@ fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
         index_content(&index).0 == first_state
     });
 
-    search_script("stop");
+    service_script("elasticsearch", "stop");
     case.produce(rest, 3);
     wait_until("/health reports the sink", Duration::from_secs(60), || {
         http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("elasticsearch"))
@@ -89,7 +90,7 @@ fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
         metrics.contains("eligibility_sink_retries_total{sink=\"elasticsearch\"}"),
         "{metrics}"
     );
-    search_script("start");
+    service_script("elasticsearch", "start");
 
     let all = expected_state(&lines);
     wait_until(

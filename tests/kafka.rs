@@ -17,9 +17,9 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use support::kafka::{
-    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase, BROKER,
+    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase, SinkSetup, BROKER,
 };
-use support::{binary, free_port, free_port_pair, path_str};
+use support::{binary, free_port, free_port_pair, path_str, service_script};
 
 fn serial() -> MutexGuard<'static, ()> {
     BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -157,23 +157,19 @@ fn a_campaign_edit_on_a_running_job_writes_only_that_campaigns_pairs() {
     );
 }
 
-fn kafka_script(command: &str) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh");
-    let status = Command::new("bash")
-        .arg(script)
-        .arg(command)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "scripts/kafka.sh {command} failed");
-}
-
 #[test]
 fn a_broker_restart_pauses_the_job_and_loses_nothing() {
     let _serial = serial();
     let case = KafkaCase::new("broker-restart", false);
     let port = free_port();
-    case.write_config(&case.config, "changes.jsonl", 200, Some(port));
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            jsonl: Some("changes.jsonl"),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
     let lines = generated_lines(case.dir.path(), 2_000, 4_000, 13);
     let (first, rest) = lines.split_at(3_000);
     case.produce(first, 3);
@@ -203,12 +199,12 @@ fn a_broker_restart_pauses_the_job_and_loses_nothing() {
         });
     }
 
-    kafka_script("stop");
+    service_script("kafka", "stop");
     wait_until("/health reports the broker outage", Duration::from_secs(60), || {
         http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("kafka"))
     });
     assert!(job.is_running(), "the job must wait for the broker, not exit");
-    kafka_script("start");
+    service_script("kafka", "start");
 
     case.produce(rest, 3);
     let all = expected_state(&lines);
@@ -324,7 +320,13 @@ fn two_processes_of_two_workers_agree_with_one_worker() {
     case.run_to_end(&case.config, &[]);
 
     let cluster_config = case.dir.path().join("cluster.toml");
-    case.write_config(&cluster_config, "cluster-changes.jsonl", 200, None);
+    case.write_sinks_config(
+        &cluster_config,
+        SinkSetup {
+            jsonl: Some("cluster-changes.jsonl"),
+            ..SinkSetup::default()
+        },
+    );
     let hostfile = case.dir.path().join("hosts.txt");
     std::fs::write(
         &hostfile,

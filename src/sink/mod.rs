@@ -13,6 +13,7 @@ pub mod file_outputs;
 pub mod jsonl;
 pub mod kafka_dead_letter;
 pub mod operator;
+pub mod startup;
 pub mod written_before;
 
 use dataflows::model::Time;

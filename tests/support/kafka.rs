@@ -59,49 +59,14 @@ impl KafkaCase {
             config: dir.path().join("job.toml"),
             dir,
         };
-        case.write_config(&case.config, "changes.jsonl", 200, None);
-        case
-    }
-
-    /// Writes a job config for these topics, with its own change log and, if given, the
-    /// metrics endpoint on `metrics_port`.
-    pub fn write_config(&self, path: &Path, changes: &str, max_records: u64, metrics_port: Option<u16>) {
-        let listen = metrics_port.map(|port| format!("127.0.0.1:{port}")).unwrap_or_default();
-        let dead_letter = match &self.dead_letter_topic {
-            Some(topic) => format!("topic = {topic:?}"),
-            None => format!("path = {:?}", path_str(&self.dir.path().join("rejected.jsonl"))),
-        };
-        let text = format!(
-            r#"
-[kafka]
-brokers = {brokers:?}
-products_topic = {products:?}
-campaigns_topic = {campaigns:?}
-rehydration_chunk_records = 500
-
-[batching]
-max_records = {max_records}
-max_delay_ms = 20
-
-[sinks.jsonl]
-path = {changes:?}
-sync_interval_ms = 20
-
-[dead_letter]
-{dead_letter}
-
-[progress]
-interval_ms = 20
-
-[metrics]
-listen = {listen:?}
-"#,
-            brokers = brokers(),
-            products = self.products_topic,
-            campaigns = self.campaigns_topic,
-            changes = path_str(&self.dir.path().join(changes)),
+        case.write_sinks_config(
+            &case.config,
+            SinkSetup {
+                jsonl: Some("changes.jsonl"),
+                ..SinkSetup::default()
+            },
         );
-        std::fs::write(path, text).unwrap();
+        case
     }
 
     pub fn changes_path(&self) -> PathBuf {
@@ -257,56 +222,11 @@ pub fn generated_lines(dir: &Path, products: u64, updates: u64, seed: u64) -> Ve
         .collect()
 }
 
-impl KafkaCase {
-    /// Writes a job config for these topics with the Elasticsearch sink on `index`.
-    pub fn write_search_config(&self, path: &Path, index: &str, metrics_port: Option<u16>) {
-        let listen = metrics_port.map(|port| format!("127.0.0.1:{port}")).unwrap_or_default();
-        let text = format!(
-            r#"
-[kafka]
-brokers = {brokers:?}
-products_topic = {products:?}
-campaigns_topic = {campaigns:?}
-rehydration_chunk_records = 500
-
-[batching]
-max_records = 200
-max_delay_ms = 20
-
-[sinks.elasticsearch]
-urls = [{url:?}]
-index = {index:?}
-replicas = 0
-job_id = {index:?}
-max_actions = 300
-flush_interval_ms = 20
-retry_initial_ms = 50
-retry_max_ms = 2000
-request_timeout_ms = 5000
-
-[dead_letter]
-path = {dead_letters:?}
-
-[progress]
-interval_ms = 20
-
-[metrics]
-listen = {listen:?}
-"#,
-            brokers = brokers(),
-            products = self.products_topic,
-            campaigns = self.campaigns_topic,
-            url = super::search::url(),
-            dead_letters = path_str(&self.dir.path().join("rejected.jsonl")),
-        );
-        std::fs::write(path, text).unwrap();
-    }
-}
-
 /// Which sinks a test's job writes to.
 #[derive(Default)]
 pub struct SinkSetup<'a> {
-    pub jsonl: bool,
+    /// The JSONL change log's file name in the case's folder (its progress record beside it).
+    pub jsonl: Option<&'a str>,
     pub elasticsearch_index: Option<&'a str>,
     pub couchbase_url: Option<&'a str>,
     pub metrics_port: Option<u16>,
@@ -331,11 +251,11 @@ max_records = 200
 max_delay_ms = 20
 
 [dead_letter]
-path = {dead_letters:?}
+{dead_letter}
 
 [progress]
 interval_ms = 20
-path = {progress:?}
+{progress}
 
 [metrics]
 listen = {listen:?}
@@ -343,23 +263,30 @@ listen = {listen:?}
             brokers = brokers(),
             products = self.products_topic,
             campaigns = self.campaigns_topic,
-            dead_letters = path_str(&self.dir.path().join("rejected.jsonl")),
-            progress = path_str(&self.dir.path().join("progress.json")),
+            dead_letter = match &self.dead_letter_topic {
+                Some(topic) => format!("topic = {topic:?}"),
+                None => format!("path = {:?}", path_str(&self.dir.path().join("rejected.jsonl"))),
+            },
+            // Without a change log, the record gets a file of its own per config.
+            progress = match sinks.jsonl {
+                Some(_) => String::new(),
+                None => format!("path = {:?}", path_str(&path.with_extension("progress.json"))),
+            },
             listen = sinks
                 .metrics_port
                 .map(|port| format!("127.0.0.1:{port}"))
                 .unwrap_or_default(),
         );
-        if sinks.jsonl {
+        if let Some(changes) = sinks.jsonl {
             text += &format!(
                 "\n[sinks.jsonl]\npath = {:?}\nsync_interval_ms = 20\n",
-                path_str(&self.dir.path().join("changes.jsonl"))
+                path_str(&self.dir.path().join(changes))
             );
         }
         if let Some(index) = sinks.elasticsearch_index {
             text += &format!(
                 "\n[sinks.elasticsearch]\nurls = [{:?}]\nindex = {index:?}\nreplicas = 0\njob_id = {index:?}\n\
-                 flush_interval_ms = 20\nretry_initial_ms = 50\nretry_max_ms = 2000\n",
+                 max_actions = 300\nflush_interval_ms = 20\nretry_initial_ms = 50\nretry_max_ms = 2000\nrequest_timeout_ms = 5000\n",
                 super::search::url()
             );
         }

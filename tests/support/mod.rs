@@ -37,6 +37,18 @@ pub fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 
+/// Runs `scripts/<service>.sh <command>` (a real broker or node), failing the test if it fails.
+pub fn service_script(service: &str, command: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scripts/{service}.sh"));
+    let status = Command::new("bash")
+        .arg(script)
+        .arg(command)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "scripts/{service}.sh {command} failed");
+}
+
 /// A loopback port that was free a moment ago, with the next one free too (process 0 of
 /// a cluster holds its rendezvous on its peer port + 1).
 pub fn free_port_pair() -> u16 {

@@ -124,6 +124,44 @@ pub struct BulkConfig {
     pub backoff: Backoff,
 }
 
+impl BulkConfig {
+    /// From a sink's configured limits (milliseconds), each raised to at least one.
+    pub fn from_limits(
+        max_actions: usize,
+        max_bytes: usize,
+        flush_interval_ms: u64,
+        max_in_flight: usize,
+        retry_ms: (u64, u64),
+    ) -> Self {
+        let initial = retry_ms.0.max(1);
+        BulkConfig {
+            max_actions: max_actions.max(1),
+            max_bytes: max_bytes.max(1),
+            flush_interval: Duration::from_millis(flush_interval_ms),
+            max_in_flight: max_in_flight.max(1),
+            backoff: Backoff {
+                initial: Duration::from_millis(initial),
+                max: Duration::from_millis(retry_ms.1.max(initial)),
+            },
+        }
+    }
+}
+
+/// Defaults every bulk sink's configuration shares, named for serde.
+pub mod defaults {
+    pub fn flush_interval_ms() -> u64 {
+        200
+    }
+
+    pub fn retry_initial_ms() -> u64 {
+        100
+    }
+
+    pub fn retry_max_ms() -> u64 {
+        30_000
+    }
+}
+
 struct Completed {
     ops: Arc<Vec<DocumentOp>>,
     result: RequestResult,

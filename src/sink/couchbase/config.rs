@@ -1,13 +1,11 @@
 //! `[sinks.couchbase]`: the collection the pairs go to, through the Query service.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::bail;
 use serde::Deserialize;
 
-use crate::sink::bulk::backoff::Backoff;
-use crate::sink::bulk::BulkConfig;
+use crate::sink::bulk::{defaults, BulkConfig};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -27,7 +25,7 @@ pub struct CouchbaseConfig {
     #[serde(default = "default_max_bytes")]
     pub max_bytes: usize,
     /// A document waits at most this long (ms) for its batch to fill up.
-    #[serde(default = "default_flush_interval_ms")]
+    #[serde(default = "defaults::flush_interval_ms")]
     pub flush_interval_ms: u64,
     /// Batches in flight at once, per worker.
     #[serde(default = "default_max_in_flight")]
@@ -43,9 +41,9 @@ pub struct CouchbaseConfig {
     /// needs an index on document ids).
     #[serde(default = "default_create_primary_index")]
     pub create_primary_index: bool,
-    #[serde(default = "default_retry_initial_ms")]
+    #[serde(default = "defaults::retry_initial_ms")]
     pub retry_initial_ms: u64,
-    #[serde(default = "default_retry_max_ms")]
+    #[serde(default = "defaults::retry_max_ms")]
     pub retry_max_ms: u64,
     pub username: Option<String>,
     /// Environment variable holding the password.
@@ -71,9 +69,6 @@ fn default_max_actions() -> usize {
 fn default_max_bytes() -> usize {
     4 * 1024 * 1024
 }
-fn default_flush_interval_ms() -> u64 {
-    200
-}
 fn default_max_in_flight() -> usize {
     2
 }
@@ -85,12 +80,6 @@ fn default_scan_consistency() -> String {
 }
 fn default_create_primary_index() -> bool {
     true
-}
-fn default_retry_initial_ms() -> u64 {
-    100
-}
-fn default_retry_max_ms() -> u64 {
-    30_000
 }
 
 impl CouchbaseConfig {
@@ -109,15 +98,12 @@ impl CouchbaseConfig {
     }
 
     pub fn bulk(&self) -> BulkConfig {
-        BulkConfig {
-            max_actions: self.max_actions.max(1),
-            max_bytes: self.max_bytes.max(1),
-            flush_interval: Duration::from_millis(self.flush_interval_ms),
-            max_in_flight: self.max_in_flight.max(1),
-            backoff: Backoff {
-                initial: Duration::from_millis(self.retry_initial_ms.max(1)),
-                max: Duration::from_millis(self.retry_max_ms.max(self.retry_initial_ms.max(1))),
-            },
-        }
+        BulkConfig::from_limits(
+            self.max_actions,
+            self.max_bytes,
+            self.flush_interval_ms,
+            self.max_in_flight,
+            (self.retry_initial_ms, self.retry_max_ms),
+        )
     }
 }

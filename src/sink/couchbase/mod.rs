@@ -18,7 +18,6 @@ pub mod service;
 pub mod statements;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use self::config::CouchbaseConfig;
 use self::query::QueryClient;
@@ -26,43 +25,19 @@ use self::service::CouchbaseService;
 use crate::job::{ChangeOutput, HeldPairs, Route};
 use crate::metrics::Metrics;
 use crate::sink::bulk::BulkSink;
+use crate::sink::startup::until_ready;
 
 /// The health component and metrics label of this sink.
 pub const NAME: &str = "couchbase";
 
-/// What the collection holds, waiting for the Query service if it does not answer yet.
-async fn read_held(
-    client: &QueryClient,
-    keyspace: &str,
-    config: &CouchbaseConfig,
-    metrics: &Metrics,
-) -> anyhow::Result<HeldPairs> {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let prepared = match config.create_primary_index {
-            true => held::ensure_primary_index(client, keyspace)
-                .await
-                .map_err(|f| anyhow::anyhow!(f.reason().to_owned())),
-            false => Ok(()),
-        };
-        let read = match prepared {
-            Ok(()) => held::held_pairs(client, keyspace, &config.scan_consistency).await,
-            Err(error) => Err(error),
-        };
-        match read {
-            Ok(held) => {
-                metrics.health.set_healthy(NAME);
-                return Ok(held);
-            }
-            Err(error) if crate::shutdown::requested() => return Err(error),
-            Err(error) => {
-                metrics.health.set_unhealthy(NAME, format!("{error:#}"));
-                tracing::warn!(error = %format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "waiting for Couchbase");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
+/// Prepares the primary index (if asked to) and reads what the collection holds.
+async fn read_held(client: &QueryClient, keyspace: &str, config: &CouchbaseConfig) -> anyhow::Result<HeldPairs> {
+    if config.create_primary_index {
+        held::ensure_primary_index(client, keyspace)
+            .await
+            .map_err(|f| anyhow::anyhow!(f.reason().to_owned()))?;
     }
+    held::held_pairs(client, keyspace, &config.scan_consistency).await
 }
 
 /// The output: a bulk sink on every worker, routed by pair, and the held pairs (read by
@@ -76,7 +51,9 @@ pub fn output(
     let keyspace = config.keyspace()?;
     let client = Arc::new(QueryClient::new(config)?);
     let held: HeldPairs = if first_process {
-        runtime.block_on(read_held(&client, &keyspace, config, metrics))?
+        runtime.block_on(until_ready(NAME, "read what the collection holds", metrics, || {
+            read_held(&client, &keyspace, config)
+        }))?
     } else {
         Vec::new()
     };

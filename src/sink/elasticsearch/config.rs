@@ -1,12 +1,10 @@
 //! `[sinks.elasticsearch]`: where the pairs index lives and how to write to it.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::sink::bulk::backoff::Backoff;
-use crate::sink::bulk::BulkConfig;
+use crate::sink::bulk::{defaults, BulkConfig};
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,16 +34,16 @@ pub struct ElasticsearchConfig {
     #[serde(default = "default_max_bytes")]
     pub max_bytes: usize,
     /// A document waits at most this long (ms) for its bulk request to fill up.
-    #[serde(default = "default_flush_interval_ms")]
+    #[serde(default = "defaults::flush_interval_ms")]
     pub flush_interval_ms: u64,
     /// Bulk requests in flight at once, per worker.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
     /// First retry delay (ms); doubling, with jitter.
-    #[serde(default = "default_retry_initial_ms")]
+    #[serde(default = "defaults::retry_initial_ms")]
     pub retry_initial_ms: u64,
     /// Longest retry delay (ms).
-    #[serde(default = "default_retry_max_ms")]
+    #[serde(default = "defaults::retry_max_ms")]
     pub retry_max_ms: u64,
     /// Timeout of one request (ms).
     #[serde(default = "default_request_timeout_ms")]
@@ -87,17 +85,8 @@ fn default_max_actions() -> usize {
 fn default_max_bytes() -> usize {
     5 * 1024 * 1024
 }
-fn default_flush_interval_ms() -> u64 {
-    200
-}
 fn default_max_in_flight() -> usize {
     4
-}
-fn default_retry_initial_ms() -> u64 {
-    100
-}
-fn default_retry_max_ms() -> u64 {
-    30_000
 }
 fn default_request_timeout_ms() -> u64 {
     30_000
@@ -113,15 +102,12 @@ impl ElasticsearchConfig {
     }
 
     pub fn bulk(&self) -> BulkConfig {
-        BulkConfig {
-            max_actions: self.max_actions.max(1),
-            max_bytes: self.max_bytes.max(1),
-            flush_interval: Duration::from_millis(self.flush_interval_ms),
-            max_in_flight: self.max_in_flight.max(1),
-            backoff: Backoff {
-                initial: Duration::from_millis(self.retry_initial_ms.max(1)),
-                max: Duration::from_millis(self.retry_max_ms.max(self.retry_initial_ms.max(1))),
-            },
-        }
+        BulkConfig::from_limits(
+            self.max_actions,
+            self.max_bytes,
+            self.flush_interval_ms,
+            self.max_in_flight,
+            (self.retry_initial_ms, self.retry_max_ms),
+        )
     }
 }

@@ -16,13 +16,13 @@ pub mod progress;
 pub mod service;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use self::config::ElasticsearchConfig;
 use self::service::ElasticsearchService;
 use crate::job::{ChangeOutput, HeldPairs, Route};
 use crate::metrics::Metrics;
 use crate::sink::bulk::BulkSink;
+use crate::sink::startup::until_ready;
 
 /// The health component and metrics label of this sink.
 pub const NAME: &str = "elasticsearch";
@@ -33,45 +33,12 @@ pub async fn prepare(
     config: &ElasticsearchConfig,
     metrics: &Metrics,
 ) -> anyhow::Result<()> {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match index::ensure_index(client, &config.index, index::pairs_mapping(config)).await {
-            Ok(_) => {
-                metrics.health.set_healthy(NAME);
-                return Ok(());
-            }
-            Err(error) if crate::shutdown::requested() => return Err(error),
-            Err(error) => {
-                metrics.health.set_unhealthy(NAME, format!("{error:#}"));
-                tracing::warn!(error = %format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "waiting for Elasticsearch");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
-    }
-}
-
-/// What the index holds, retried while the cluster cannot answer (a shard moving, say).
-async fn read_held(
-    client: &elasticsearch::Elasticsearch,
-    config: &ElasticsearchConfig,
-    metrics: &Metrics,
-) -> anyhow::Result<(HeldPairs, u64)> {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        match held::held_pairs(client, &config.index).await {
-            Ok(held) => return Ok(held),
-            Err(error) if crate::shutdown::requested() => return Err(error.context("cannot read what the index holds")),
-            Err(error) => {
-                metrics
-                    .health
-                    .set_unhealthy(NAME, format!("cannot read what the index holds: {error:#}"));
-                tracing::warn!(error = %format!("{error:#}"), retry_in_ms = delay.as_millis() as u64, "cannot read what the index holds yet");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(10));
-            }
-        }
-    }
+    until_ready(NAME, "prepare the pairs index", metrics, || async {
+        index::ensure_index(client, &config.index, index::pairs_mapping(config))
+            .await
+            .map(drop)
+    })
+    .await
 }
 
 /// The output: a bulk sink on every worker, routed by pair; the held pairs (read by
@@ -85,7 +52,9 @@ pub fn output(
     let client = client::connect(config)?;
     runtime.block_on(prepare(&client, config, metrics))?;
     let (held, max_version): (HeldPairs, u64) = if first_process {
-        let (held, max_version) = runtime.block_on(read_held(&client, config, metrics))?;
+        let (held, max_version) = runtime.block_on(until_ready(NAME, "read what the index holds", metrics, || {
+            held::held_pairs(&client, &config.index)
+        }))?;
         tracing::info!(pairs = held.len(), index = %config.index, "the index holds these pairs");
         metrics
             .pairs_live
