@@ -90,6 +90,10 @@ fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
         metrics.contains("eligibility_sink_retries_total{sink=\"elasticsearch\"}"),
         "{metrics}"
     );
+    assert!(
+        metrics.contains("eligibility_component_healthy{component=\"elasticsearch\"} 0"),
+        "{metrics}"
+    );
     service_script("elasticsearch", "start");
 
     let all = expected_state(&lines);

@@ -8,6 +8,15 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ComponentLabels {
+    pub component: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ComponentStatus {
     pub healthy: bool,
@@ -18,6 +27,8 @@ pub struct ComponentStatus {
 #[derive(Debug, Default)]
 pub struct Health {
     components: Mutex<BTreeMap<String, ComponentStatus>>,
+    /// 1 while a component is healthy, 0 while not: for alerts.
+    pub gauge: Family<ComponentLabels, Gauge>,
 }
 
 impl Health {
@@ -30,6 +41,10 @@ impl Health {
     }
 
     fn set(&self, component: &str, healthy: bool, reason: String) {
+        let labels = ComponentLabels {
+            component: component.to_owned(),
+        };
+        self.gauge.get_or_create(&labels).set(i64::from(healthy));
         let mut components = self.components.lock().expect("poisoned");
         let changed = components
             .get(component)

@@ -118,6 +118,11 @@ impl Metrics {
             heartbeat: std::sync::atomic::AtomicU64::new(0),
         };
         registry.register(
+            "component_healthy",
+            "1 while a component (source, sink) can make progress, 0 while not",
+            metrics.health.gauge.clone(),
+        );
+        registry.register(
             "records_read",
             "Records read from the sources, rejected ones included",
             metrics.records_read.clone(),
