@@ -1,4 +1,4 @@
-//! The command line: `eligibility run | generate | demo`.
+//! The command line: `eligibility run | generate | demo | produce | campaigns | bench`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,9 @@ pub enum Command {
     Produce(ProduceArgs),
     /// A seller's campaigns from the Elasticsearch index, sorted by eligible products or stock.
     Campaigns(CampaignsArgs),
+    /// Measure the engine against per-pair recompute, per-campaign aggregation and a
+    /// hand-written incremental implementation, on the same marketplace in memory.
+    Bench(BenchArgs),
 }
 
 /// Cluster layout, shared by every command that starts timely workers. Each option
@@ -183,6 +186,65 @@ impl From<&MarketplaceArgs> for crate::generate::MarketplaceSpec {
     }
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Products in the initial load.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub products: u64,
+    #[arg(long, default_value_t = 5_000)]
+    pub sellers: u64,
+    #[arg(long, default_value_t = 1_000)]
+    pub categories: u64,
+    #[arg(long, default_value_t = 2_000)]
+    pub brands: u64,
+    /// Campaigns in the initial load.
+    #[arg(long, default_value_t = 100)]
+    pub campaigns: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The large preset: 10 million products, 50,000 sellers, 500 campaigns (overrides
+    /// the size options).
+    #[arg(long)]
+    pub scale: bool,
+    /// Engine worker counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Batch sizes of the product-update phase, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
+    pub batch_sizes: Vec<usize>,
+    /// Product updates per batch size.
+    #[arg(long, default_value_t = 20_000)]
+    pub updates_per_batch_size: usize,
+    /// Events per batch (logical time) during the initial load.
+    #[arg(long, default_value_t = 100_000)]
+    pub load_batch_size: usize,
+    /// Share of the products the new campaign reaches, in (0, 1].
+    #[arg(long, default_value_t = 0.1)]
+    pub new_campaign_share: f64,
+    /// Time a baseline may spend on one phase before the rest is applied untimed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub baseline_budget: std::time::Duration,
+    /// Skip the engine runs fed event-log lines (JSON decode inside the timed region).
+    #[arg(long)]
+    pub no_json_feed: bool,
+    /// Run the engine only.
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the result tables (Markdown) here, as well as to stdout.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Draw the plots (PNG) into this directory.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+    /// Product counts, comma-separated: run the bench once per count, each in a process
+    /// of its own (sellers scale along), and plot figures against products.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<u64>,
+}
+
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
     #[command(flatten)]
@@ -284,6 +346,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => commands::demo::run(args),
         Command::Produce(args) => commands::produce::run(args),
         Command::Campaigns(args) => commands::campaigns::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -15,6 +15,8 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use dataflows::model::{Campaign, Product};
+
 use self::zipf::Zipf;
 
 /// What to generate.
@@ -120,6 +122,52 @@ pub fn generate_to_vec(spec: &MarketplaceSpec) -> Vec<u8> {
     let mut bytes = Vec::new();
     generate(spec, &mut bytes).expect("writing to memory cannot fail");
     bytes
+}
+
+/// One event-log line that upserts (or with `None`, deletes) a product, as the generator
+/// writes it.
+pub fn product_line(key: &str, product: Option<&Product>) -> String {
+    let value = product.map_or_else(
+        || "null".to_owned(),
+        |p| Generator::product_value(&ProductState::from(p)),
+    );
+    format!(r#"{{"topic": "products", "key": "{key}", "value": {value}}}"#)
+}
+
+/// One event-log line that upserts (or with `None`, deletes) a campaign.
+pub fn campaign_line(key: &str, campaign: Option<&Campaign>) -> String {
+    let value = campaign.map_or_else(
+        || "null".to_owned(),
+        |c| Generator::campaign_value(&CampaignState::from(c)),
+    );
+    format!(r#"{{"topic": "campaigns", "key": "{key}", "value": {value}}}"#)
+}
+
+impl From<&Product> for ProductState {
+    fn from(p: &Product) -> Self {
+        ProductState {
+            seller: p.seller_id,
+            category: p.category_id,
+            brand: p.brand_id,
+            price_cents: p.price_minor,
+            stock: u64::from(p.stock),
+        }
+    }
+}
+
+impl From<&Campaign> for CampaignState {
+    fn from(c: &Campaign) -> Self {
+        CampaignState {
+            categories: c.category_ids.iter().collect(),
+            brands: c.brand_ids.iter().collect(),
+            sellers: c.seller_ids.iter().collect(),
+            excluded: c.excluded_seller_ids.iter().collect(),
+            min_price_cents: c.min_price_minor,
+            max_price_cents: c.max_price_minor,
+            min_stock: c.min_stock,
+            active: c.active,
+        }
+    }
 }
 
 fn price_text(cents: u64) -> String {
@@ -505,6 +553,29 @@ mod tests {
         assert_eq!(lines, stats.lines);
         assert_eq!(rejected, stats.malformed);
         assert!(stats.malformed > 10, "{stats:?}");
+    }
+
+    #[test]
+    fn written_lines_decode_to_the_entities_they_were_made_from() {
+        let product = Product {
+            seller_id: 3,
+            category_id: 4,
+            brand_id: 5,
+            price_minor: 1999,
+            stock: 7,
+        };
+        let campaign = Campaign {
+            category_ids: [4, 9].into_iter().collect(),
+            max_price_minor: Some(5000),
+            min_stock: 2,
+            ..Campaign::unrestricted()
+        };
+        let decoded = dataflows::decode::decode_envelope(product_line("p-1", Some(&product)).as_bytes()).unwrap();
+        assert_eq!(decoded.change, dataflows::decode::Change::Product(Some(product)));
+        let decoded = dataflows::decode::decode_envelope(campaign_line("c-1", Some(&campaign)).as_bytes()).unwrap();
+        assert_eq!(decoded.change, dataflows::decode::Change::Campaign(Some(campaign)));
+        let decoded = dataflows::decode::decode_envelope(product_line("p-1", None).as_bytes()).unwrap();
+        assert_eq!(decoded.change, dataflows::decode::Change::Product(None));
     }
 
     #[test]

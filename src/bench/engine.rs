@@ -1,0 +1,164 @@
+//! Drives the eligibility dataflow through the bench's phases on in-process workers.
+//!
+//! Every batch is one logical time. Each worker feeds its share of the batch (every
+//! `peers`-th record), advances its inputs and steps until the probe has passed the time,
+//! so a batch's latency runs from its first record in to its last pair change out.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::anyhow;
+use dataflows::decode::{decode_envelope, Change, Record};
+use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
+use dataflows::operators::{PairChanges, Upsert};
+use dataflows::reference::{apply_changes, PairState};
+use dataflows::render_eligibility;
+use differential_dataflow::Hashable;
+use timely::dataflow::operators::{Input, Inspect, Probe};
+use timely::dataflow::ProbeHandle;
+
+use super::measure::{resident_bytes, PhaseResult};
+use super::workload::Workload;
+use super::Phase;
+
+/// How the engine is fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Feed {
+    /// Records decoded before the clock starts.
+    Decoded,
+    /// Event-log lines, decoded on the workers inside the timed region.
+    Json,
+}
+
+/// What one engine run measured, and the pairs it ended with.
+pub struct EngineOutcome {
+    pub phases: Vec<PhaseResult>,
+    pub pairs: PairState,
+    /// Resident memory before the dataflow was built and after the initial load.
+    pub resident_before: u64,
+    pub resident_loaded: u64,
+}
+
+/// Runs every phase on `workers` threads.
+pub fn run(
+    workload: Arc<Workload>,
+    phases: Arc<Vec<Phase>>,
+    workers: usize,
+    feed: Feed,
+) -> anyhow::Result<EngineOutcome> {
+    let writes = Arc::new(AtomicU64::new(0));
+    let results: Arc<Mutex<Option<(Vec<PhaseResult>, u64, u64)>>> = Arc::new(Mutex::new(None));
+    let config = match workers {
+        1 => timely::Config::thread(),
+        n => timely::Config::process(n),
+    };
+    let shared_results = results.clone();
+    let guards = timely::execute(config, move |worker| {
+        let index = worker.index();
+        let peers = worker.peers();
+        let resident_before = resident_bytes();
+        let pairs: Rc<RefCell<(PairState, Option<String>)>> = Rc::default();
+        let probe = ProbeHandle::new();
+        let (mut products, mut campaigns) = worker.dataflow::<Time, _, _>(|scope| {
+            let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
+            let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
+            let local = pairs.clone();
+            let counter = writes.clone();
+            render_eligibility(products, campaigns)
+                .pair_changes(|pair| pair.hashed())
+                .inspect_core(move |event| {
+                    if let Ok((_stamp, changes)) = event {
+                        counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
+                        let mut local = local.borrow_mut();
+                        let (state, error) = &mut *local;
+                        if let Err(problem) = apply_changes(state, changes) {
+                            error.get_or_insert(problem);
+                        }
+                    }
+                })
+                .probe_with(&probe);
+            (products_in, campaigns_in)
+        });
+
+        let mut time: Time = 0;
+        let mut measured = Vec::with_capacity(phases.len());
+        let mut resident_loaded = resident_before;
+        for phase in phases.iter() {
+            let batches = workload.batches(phase);
+            let writes_before = writes.load(Ordering::SeqCst);
+            let mut result = PhaseResult::new(phase.clone());
+            let started = Instant::now();
+            for batch in batches {
+                let batch_started = Instant::now();
+                for position in (index..batch.len()).step_by(peers) {
+                    let record = match feed {
+                        Feed::Decoded => batch.records[position].clone(),
+                        Feed::Json => {
+                            decode_envelope(batch.lines[position].as_bytes()).expect("the bench writes valid lines")
+                        }
+                    };
+                    let seq = position as u64;
+                    match record {
+                        Record {
+                            key,
+                            change: Change::Product(value),
+                        } => products.send(Upsert { key, seq, value }),
+                        Record {
+                            key,
+                            change: Change::Campaign(value),
+                        } => campaigns.send(Upsert { key, seq, value }),
+                    }
+                }
+                time += 1;
+                products.advance_to(time);
+                campaigns.advance_to(time);
+                while probe.less_than(&time) {
+                    worker.step();
+                }
+                result.record_batch(batch.len(), batch_started.elapsed());
+            }
+            result.finish(
+                started.elapsed().as_secs_f64(),
+                writes.load(Ordering::SeqCst) - writes_before,
+            );
+            if matches!(phase, Phase::Bootstrap) {
+                resident_loaded = resident_bytes();
+            }
+            measured.push(result);
+        }
+        drop((products, campaigns));
+        while worker.step() {}
+        if index == 0 {
+            *shared_results.lock().expect("poisoned") = Some((measured, resident_before, resident_loaded));
+        }
+        let (state, error) = std::mem::take(&mut *pairs.borrow_mut());
+        match error {
+            Some(problem) => Err(problem),
+            None => Ok(state),
+        }
+    })
+    .map_err(|e| anyhow!("cannot start the timely workers: {e}"))?;
+
+    let mut pairs = PairState::new();
+    for outcome in guards.join() {
+        let state = outcome
+            .map_err(|e| anyhow!("a worker failed: {e}"))?
+            .map_err(|problem| anyhow!("the engine broke the output contract: {problem}"))?;
+        pairs.extend(state);
+    }
+    let (phases, resident_before, resident_loaded) = results
+        .lock()
+        .expect("poisoned")
+        .take()
+        .ok_or_else(|| anyhow!("worker 0 reported nothing"))?;
+    Ok(EngineOutcome {
+        phases,
+        pairs,
+        resident_before,
+        resident_loaded,
+    })
+}
