@@ -109,10 +109,13 @@ impl Topic {
 }
 
 /// One (seller, campaign) pair: the unit of every output.
+///
+/// The seller comes first so that pairs order (and mostly compare) by an integer, not by
+/// the campaign's text: sorting pairs is much of what the dataflow does.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PairKey {
-    pub campaign_id: CampaignId,
     pub seller_id: SellerId,
+    pub campaign_id: CampaignId,
 }
 
 impl PairKey {

@@ -406,9 +406,9 @@ fn a_rebuild_writes_only_what_differs_from_what_the_sinks_hold() {
     assert_eq!(
         run_reconciled(held, rebuild, live),
         vec![
+            change(10, "c-gone", 42, None, figures(1, 1)),
             change(10, "c-1", 43, figures(1, 1), figures(5, 5)),
             change(10, "c-1", 44, figures(1, 3), None),
-            change(10, "c-gone", 42, None, figures(1, 1)),
             change(11, "c-1", 42, figures(1, 7), figures(2, 12)),
         ]
     );
