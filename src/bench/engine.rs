@@ -43,6 +43,9 @@ pub struct EngineOutcome {
     pub resident_loaded: u64,
 }
 
+/// What worker 0 hands back: its phase timings and resident memory before and after loading.
+type WorkerZero = (Vec<PhaseResult>, u64, u64);
+
 /// Runs every phase on `workers` threads.
 pub fn run(
     workload: Arc<Workload>,
@@ -51,7 +54,7 @@ pub fn run(
     feed: Feed,
 ) -> anyhow::Result<EngineOutcome> {
     let writes = Arc::new(AtomicU64::new(0));
-    let results: Arc<Mutex<Option<(Vec<PhaseResult>, u64, u64)>>> = Arc::new(Mutex::new(None));
+    let results: Arc<Mutex<Option<WorkerZero>>> = Arc::new(Mutex::new(None));
     let config = match workers {
         1 => timely::Config::thread(),
         n => timely::Config::process(n),
