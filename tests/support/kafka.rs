@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use dataflows::decode::decode_envelope;
 use dataflows::reference::{PairState, ReferenceState};
-use eligibility::change_log::{fold_state, read_changes};
+use eligibility::change_log::{fold_state, parse_change};
 
 use super::{binary, path_str, run_ok};
 
@@ -154,12 +154,23 @@ pub fn expected_state(lines: &[String]) -> PairState {
     state.pairs()
 }
 
-/// The state a change log describes (empty if it does not exist yet).
+/// The state the complete lines of a change log describe (empty if it does not exist yet).
+/// The job may be writing the log while a test polls it, so a partial last line (a buffer
+/// flushed mid-line) is not read yet.
 pub fn change_log_state(path: &Path) -> PairState {
-    if !path.exists() {
-        return PairState::new();
-    }
-    fold_state(&read_changes(path).unwrap())
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return PairState::new(),
+        Err(error) => panic!("cannot read {}: {error}", path.display()),
+    };
+    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |end| end + 1);
+    let text = std::str::from_utf8(&bytes[..complete]).unwrap();
+    let changes: Vec<_> = text
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| parse_change(line).unwrap())
+        .collect();
+    fold_state(&changes)
 }
 
 /// A plain HTTP GET on loopback: (status, body).
