@@ -91,23 +91,41 @@ pub fn changes_between(before: &PairState, after: &PairState, time: Time) -> Vec
     changes
 }
 
+/// Where `apply_changes` keeps the figures of every pair.
+pub trait PairStore {
+    /// Sets a pair's figures, returning the ones it replaced.
+    fn put(&mut self, pair: &PairKey, figures: PairFigures) -> Option<PairFigures>;
+    /// Removes a pair, returning its figures.
+    fn take(&mut self, pair: &PairKey) -> Option<PairFigures>;
+}
+
+impl PairStore for PairState {
+    fn put(&mut self, pair: &PairKey, figures: PairFigures) -> Option<PairFigures> {
+        self.insert(pair.clone(), figures)
+    }
+
+    fn take(&mut self, pair: &PairKey) -> Option<PairFigures> {
+        self.remove(pair)
+    }
+}
+
 /// Applies changes to a pair state, checking the output contract on the way: an upsert
 /// never repeats a pair's current figures and a delete never names a missing pair.
-pub fn apply_changes(state: &mut PairState, changes: &[PairChange]) -> Result<(), String> {
+pub fn apply_changes<S: PairStore>(state: &mut S, changes: &[PairChange]) -> Result<(), String> {
     for change in changes {
         let current = match change.figures {
             Some(figures) => {
                 if figures.eligible_products == 0 {
                     return Err(format!("upsert of a pair with no eligible products: {change:?}"));
                 }
-                let current = state.insert(change.pair.clone(), figures);
+                let current = state.put(&change.pair, figures);
                 if current == Some(figures) {
                     return Err(format!("upsert repeats the current figures: {change:?}"));
                 }
                 current
             }
             None => {
-                let current = state.remove(&change.pair);
+                let current = state.take(&change.pair);
                 if current.is_none() {
                     return Err(format!("delete names a pair that does not exist: {change:?}"));
                 }

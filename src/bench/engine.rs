@@ -2,7 +2,9 @@
 //!
 //! Every batch is one logical time. Each worker feeds its share of the batch (every
 //! `peers`-th record), advances its inputs and steps until the probe has passed the time,
-//! so a batch's latency runs from its first record in to its last pair change out.
+//! so a batch's latency runs from its first record in to its last pair change out. The
+//! changes are taken by value at the end of the dataflow and checked after the clock stops
+//! (`collected`), as a sink would take them: the bench's own bookkeeping is not timed.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -14,11 +16,15 @@ use anyhow::anyhow;
 use dataflows::decode::{decode_envelope, Change, Record};
 use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
 use dataflows::operators::{PairChanges, Upsert};
-use dataflows::reference::{apply_changes, PairState};
-use dataflows::render_eligibility;
+use dataflows::reference::PairState;
+use dataflows::{render_eligibility, PairChange};
 use differential_dataflow::Hashable;
-use timely::dataflow::operators::{Input, Inspect, Probe};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::{Input, Operator, Probe};
 use timely::dataflow::ProbeHandle;
+
+use super::collected::CollectedPairs;
 
 use super::measure::{resident_bytes, PhaseResult};
 use super::workload::Workload;
@@ -41,6 +47,8 @@ pub struct EngineOutcome {
     /// Resident memory before the dataflow was built and after the initial load.
     pub resident_before: u64,
     pub resident_loaded: u64,
+    /// What the bench's own copy of the pairs took after the initial load, on all workers.
+    pub collected_bytes: u64,
 }
 
 /// What worker 0 hands back: its phase timings and resident memory before and after loading.
@@ -54,6 +62,8 @@ pub fn run(
     feed: Feed,
 ) -> anyhow::Result<EngineOutcome> {
     let writes = Arc::new(AtomicU64::new(0));
+    let collected_bytes = Arc::new(AtomicU64::new(0));
+    let shared_collected_bytes = collected_bytes.clone();
     let results: Arc<Mutex<Option<WorkerZero>>> = Arc::new(Mutex::new(None));
     let config = match workers {
         1 => timely::Config::thread(),
@@ -64,23 +74,22 @@ pub fn run(
         let index = worker.index();
         let peers = worker.peers();
         let resident_before = resident_bytes();
-        let pairs: Rc<RefCell<(PairState, Option<String>)>> = Rc::default();
+        let collected: Rc<RefCell<CollectedPairs>> = Rc::default();
         let probe = ProbeHandle::new();
         let (mut products, mut campaigns) = worker.dataflow::<Time, _, _>(|scope| {
             let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
-            let local = pairs.clone();
+            let local = collected.clone();
             let counter = writes.clone();
+            // Probed after the changes are taken, so a passed time has all of them here.
             render_eligibility(products, campaigns)
                 .pair_changes(|pair| pair.hashed())
-                .inspect_core(move |event| {
-                    if let Ok((_stamp, changes)) = event {
-                        counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
-                        let mut local = local.borrow_mut();
-                        let (state, error) = &mut *local;
-                        if let Err(problem) = apply_changes(state, changes) {
-                            error.get_or_insert(problem);
-                        }
+                .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
+                    move |input, _output| {
+                        input.for_each(|_time, changes: &mut Vec<PairChange>| {
+                            counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
+                            local.borrow_mut().receive(changes);
+                        });
                     }
                 })
                 .probe_with(&probe);
@@ -123,6 +132,7 @@ pub fn run(
                     worker.step();
                 }
                 result.record_batch(batch.len(), batch_started.elapsed());
+                collected.borrow_mut().apply_pending();
             }
             result.finish(
                 started.elapsed().as_secs_f64(),
@@ -130,6 +140,7 @@ pub fn run(
             );
             if matches!(phase, Phase::Bootstrap) {
                 resident_loaded = resident_bytes();
+                shared_collected_bytes.fetch_add(collected.borrow().footprint_bytes(), Ordering::SeqCst);
             }
             measured.push(result);
         }
@@ -138,11 +149,9 @@ pub fn run(
         if index == 0 {
             *shared_results.lock().expect("poisoned") = Some((measured, resident_before, resident_loaded));
         }
-        let (state, error) = std::mem::take(&mut *pairs.borrow_mut());
-        match error {
-            Some(problem) => Err(problem),
-            None => Ok(state),
-        }
+        let mut collected = std::mem::take(&mut *collected.borrow_mut());
+        collected.apply_pending();
+        collected.into_pairs()
     })
     .map_err(|e| anyhow!("cannot start the timely workers: {e}"))?;
 
@@ -163,5 +172,6 @@ pub fn run(
         pairs,
         resident_before,
         resident_loaded,
+        collected_bytes: collected_bytes.load(Ordering::SeqCst),
     })
 }

@@ -6,6 +6,7 @@
 //! must end with the same pairs, or the run fails. See docs/benchmarks.md.
 
 pub mod baselines;
+pub mod collected;
 pub mod engine;
 pub mod measure;
 pub mod plot;
@@ -122,13 +123,20 @@ pub fn run(options: &BenchOptions) -> anyhow::Result<BenchReport> {
             eprintln!("running {name}");
             let outcome = engine::run(workload.clone(), phases.clone(), workers, feed)?;
             // Memory is read off the first run only: later runs reuse what it freed.
-            memory.get_or_insert_with(|| Memory {
-                workload_bytes: outcome.resident_before.saturating_sub(resident_empty),
-                engine_state_bytes: outcome.resident_loaded.saturating_sub(outcome.resident_before),
-                engine_state_bytes_per_product: outcome.resident_loaded.saturating_sub(outcome.resident_before) as f64
-                    / workload.products.max(1) as f64,
-                peak_resident_bytes_after_engine: peak_resident_bytes(),
-                engine_workers: workers,
+            // The bench's own copy of the pairs is taken out: a sink holds no such copy.
+            memory.get_or_insert_with(|| {
+                let engine_state_bytes = outcome
+                    .resident_loaded
+                    .saturating_sub(outcome.resident_before)
+                    .saturating_sub(outcome.collected_bytes);
+                Memory {
+                    workload_bytes: outcome.resident_before.saturating_sub(resident_empty),
+                    engine_state_bytes,
+                    engine_state_bytes_per_product: engine_state_bytes as f64 / workload.products.max(1) as f64,
+                    collected_pairs_bytes: outcome.collected_bytes,
+                    peak_resident_bytes_after_engine: peak_resident_bytes(),
+                    engine_workers: workers,
+                }
             });
             check_agreement(&name, &outcome.pairs, &mut reference)?;
             implementations.push(ImplementationReport {

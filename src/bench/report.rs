@@ -65,9 +65,12 @@ impl Kind {
 pub struct Memory {
     /// Resident memory the generated workload takes, before any engine runs.
     pub workload_bytes: u64,
-    /// Growth of resident memory over the engine's initial load: its state.
+    /// Growth of resident memory over the engine's initial load, less the bench's copy of
+    /// the pairs: the engine's state.
     pub engine_state_bytes: u64,
     pub engine_state_bytes_per_product: f64,
+    /// The bench's copy of the pairs after the initial load, taken out of the state.
+    pub collected_pairs_bytes: u64,
     pub peak_resident_bytes_after_engine: u64,
     pub engine_workers: usize,
 }
@@ -167,10 +170,11 @@ impl BenchReport {
         let memory = &self.memory;
         let _ = writeln!(
             out,
-            "Memory: engine state {:.0} MiB ({:.0} B/product, {} worker(s)), workload {:.0} MiB, peak RSS after the engine {:.0} MiB, peak RSS of the run {:.0} MiB. Run took {:.0} s.\n",
+            "Memory: engine state {:.0} MiB ({:.0} B/product, {} worker(s); the bench's copy of the pairs, {:.0} MiB, taken out), workload {:.0} MiB, peak RSS after the engine {:.0} MiB, peak RSS of the run {:.0} MiB. Run took {:.0} s.\n",
             memory.engine_state_bytes as f64 / 1048576.0,
             memory.engine_state_bytes_per_product,
             memory.engine_workers,
+            memory.collected_pairs_bytes as f64 / 1048576.0,
             memory.workload_bytes as f64 / 1048576.0,
             memory.peak_resident_bytes_after_engine as f64 / 1048576.0,
             self.peak_resident_bytes as f64 / 1048576.0,
