@@ -2,9 +2,9 @@
 //!
 //! ```text
 //!  products (Upsert)                               campaigns (Upsert)
-//!        |                                                |
+//!        |  id -> ProductKey (128-bit hash)               |
 //!  LatestPerKey + arrange_from_upsert              LatestPerKey + arrange_from_upsert
-//!        |  (product id -> Product)                       |  (campaign id -> Campaign)
+//!        |  (product key -> Product)                      |  (campaign id -> Campaign)
 //!        +--------------------+                  index_campaign: keys + residual
 //!        |                    |                     |                     |
 //!  keys: category,      categories in use      Keys(k..)        EveryCategory
@@ -31,9 +31,10 @@ use differential_dataflow::operators::{CountTotal, ThresholdTotal};
 use differential_dataflow::trace::implementations::{ValBuilder, ValSpine};
 use differential_dataflow::{Hashable, VecCollection};
 use serde::{Deserialize, Serialize};
+use timely::dataflow::operators::vec::Map;
 use timely::dataflow::Stream;
 
-use crate::model::{Campaign, CampaignId, PairKey, Product, ProductId, Time};
+use crate::model::{Campaign, CampaignId, PairKey, Product, ProductId, ProductKey, Time};
 use crate::operators::pair_changes::PairTotals;
 use crate::operators::{LatestPerKey, Upsert};
 use crate::rule::{index_campaign, is_eligible, CampaignIndex, PredicateKey};
@@ -66,10 +67,16 @@ pub fn render_eligibility<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductId, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
 ) -> VecCollection<'scope, Time, (PairKey, PairTotals), isize> {
+    // Hashed where the record enters, before any exchange or sort sees the text id.
+    let products = products.map(|update: Upsert<ProductId, Product>| Upsert {
+        key: ProductKey::of(&update.key),
+        seq: update.seq,
+        value: update.value,
+    });
     let products = arrange_from_upsert::<
-        ValBuilder<ProductId, Product, Time, isize>,
-        ValSpine<ProductId, Product, Time, isize>,
-        ProductId,
+        ValBuilder<ProductKey, Product, Time, isize>,
+        ValSpine<ProductKey, Product, Time, isize>,
+        ProductKey,
         Product,
     >(products.latest_per_key("LatestProduct"), "UpsertProducts");
     let campaigns = arrange_from_upsert::<
