@@ -24,10 +24,12 @@ pub type CampaignId = String;
 pub struct ProductKey(pub u128);
 
 impl ProductKey {
+    /// The key of a product id; the same id gives the same key in every process.
     pub fn of(id: &str) -> Self {
         ProductKey(xxhash_rust::xxh3::xxh3_128(id.as_bytes()))
     }
 }
+
 pub type SellerId = u64;
 pub type CategoryId = u64;
 pub type BrandId = u64;

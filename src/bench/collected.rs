@@ -35,14 +35,15 @@ impl CollectedPairs {
 
     /// Applies what arrived since the last call, checking the output contract.
     pub fn apply_pending(&mut self) {
-        let pending = std::mem::take(&mut self.pending);
+        let mut pending = std::mem::take(&mut self.pending);
         if self.problem.is_none() {
             if let Err(problem) = apply_changes(self, &pending) {
                 self.problem = Some(problem);
             }
         }
+        // Handed back empty so the next batch reuses its allocation.
+        pending.clear();
         self.pending = pending;
-        self.pending.clear();
     }
 
     /// Bytes the pair map has allocated: hashbrown's buckets, each an entry and a control byte.

@@ -25,7 +25,6 @@ use timely::dataflow::operators::{Input, Operator, Probe};
 use timely::dataflow::ProbeHandle;
 
 use super::collected::CollectedPairs;
-
 use super::measure::{resident_bytes, PhaseResult};
 use super::workload::Workload;
 use super::Phase;
