@@ -258,3 +258,61 @@ fn the_campaigns_command_sorts_a_sellers_campaigns() {
     ]);
     assert!(String::from_utf8(table.stdout).unwrap().contains("eligible products"));
 }
+
+#[test]
+fn a_document_id_too_long_for_the_index_is_a_dead_letter_and_the_stream_goes_on() {
+    let _serial = serial();
+    let (case, index) = case("es-long-id");
+    // `_id` is limited to 512 bytes; SPEC allows any non-empty campaign key.
+    let long = format!("c-{}", "L".repeat(600));
+    let product = |key: &str, seller: u64| {
+        format!(
+            r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": {seller}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
+        )
+    };
+    let mut lines: Vec<String> = vec![
+        format!(r#"{{"topic": "campaigns", "key": "{long}", "value": {{}}}}"#),
+        r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into(),
+        product("p-1", 1),
+        product("p-2", 2),
+    ];
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    let short_pairs = |lines: &[String]| {
+        let mut state = expected_state(lines);
+        state.retain(|pair, _| pair.campaign_id != long);
+        state
+    };
+    let first = short_pairs(&lines);
+    assert_eq!(first.len(), 2);
+    wait_until("the short ids are written", Duration::from_secs(90), || {
+        index_content(&index).0 == first
+    });
+    // A tombstone for the long campaign, then more records: the stream must go on.
+    let more = vec![
+        format!(r#"{{"topic": "campaigns", "key": "{long}", "value": null}}"#),
+        product("p-3", 3),
+    ];
+    case.produce(&more, 1);
+    lines.extend(more);
+    let all = short_pairs(&lines);
+    wait_until(
+        "the records after the tombstone are written",
+        Duration::from_secs(60),
+        || index_content(&index).0 == all,
+    );
+    job.kill();
+
+    let letters: Vec<serde_json::Value> = std::fs::read_to_string(case.dir.path().join("rejected.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let refused: Vec<&serde_json::Value> = letters.iter().filter(|l| l["sink"] == "elasticsearch").collect();
+    assert_eq!(refused.len(), 2, "one per pair of the long campaign: {letters:?}");
+    for letter in refused {
+        assert_eq!(letter["code"], "id_too_long", "{letter}");
+        assert!(letter["reason"].as_str().unwrap().contains("512"), "{letter}");
+        assert!(letter["key"].as_str().unwrap().starts_with(&long), "{letter}");
+    }
+}

@@ -13,6 +13,11 @@
 //! | 429, 5xx | overloaded, unavailable | retried with backoff |
 //! | 403 `cluster_block_exception` | index read-only, disk full | retried; sink unhealthy |
 //! | other 4xx | the document is refused | dead letter |
+//!
+//! An `_id` longer than [`MAX_ID_BYTES`] is never sent: the node would refuse the whole
+//! request (HTTP 400 `id is too long`), not just that item, and the request would be retried
+//! forever. Its upsert becomes a dead letter (`id_too_long`); its delete is done, since no
+//! document can have that id.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,6 +28,26 @@ use elasticsearch::{BulkParts, Elasticsearch};
 use serde_json::Value;
 
 use crate::sink::bulk::{BulkService, DocumentOp, ItemOutcome, RequestFailure, RequestResult};
+
+/// The longest `_id` Elasticsearch and OpenSearch accept, in UTF-8 bytes.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// What becomes of an op the node cannot take at all, decided before sending.
+pub fn refused_before_sending(op: &DocumentOp) -> Option<ItemOutcome> {
+    if op.id.len() <= MAX_ID_BYTES {
+        return None;
+    }
+    Some(match op.body {
+        None => ItemOutcome::Done,
+        Some(_) => ItemOutcome::Rejected {
+            code: "id_too_long".into(),
+            reason: format!(
+                "document id is {} bytes; the index accepts at most {MAX_ID_BYTES}",
+                op.id.len()
+            ),
+        },
+    })
+}
 
 pub struct ElasticsearchService {
     pub client: Elasticsearch,
@@ -95,40 +120,60 @@ impl BulkService for ElasticsearchService {
         let client = self.client.clone();
         let index = self.index.clone();
         Box::pin(async move {
-            let lines = bulk_lines(&ops);
-            let response = client
-                .bulk(BulkParts::Index(&index))
-                .body(lines)
-                .send()
-                .await
-                .map_err(|error| RequestFailure {
-                    reason: error.to_string(),
-                })?;
-            let status = response.status_code();
-            if status != StatusCode::OK {
-                let text = response.text().await.unwrap_or_default();
-                let text: String = text.chars().take(500).collect();
-                return Err(RequestFailure {
-                    reason: format!("bulk request answered {status}: {text}"),
-                });
-            }
-            let body: Value = response.json().await.map_err(|error| RequestFailure {
-                reason: format!("unreadable bulk answer: {error}"),
-            })?;
-            let items = body
-                .get("items")
-                .and_then(Value::as_array)
-                .ok_or_else(|| RequestFailure {
-                    reason: "bulk answer without items".into(),
-                })?;
-            if items.len() != ops.len() {
-                return Err(RequestFailure {
-                    reason: format!("bulk answer has {} items for {} operations", items.len(), ops.len()),
-                });
-            }
-            Ok(ops.iter().zip(items).map(|(op, item)| item_outcome(op, item)).collect())
+            let refused: Vec<Option<ItemOutcome>> = ops.iter().map(refused_before_sending).collect();
+            let sendable: Vec<DocumentOp> = ops
+                .iter()
+                .zip(&refused)
+                .filter(|(_, refused)| refused.is_none())
+                .map(|(op, _)| op.clone())
+                .collect();
+            let mut sent = if sendable.is_empty() {
+                Vec::new().into_iter()
+            } else {
+                send_bulk(&client, &index, &sendable).await?.into_iter()
+            };
+            Ok(refused
+                .into_iter()
+                .map(|refused| refused.unwrap_or_else(|| sent.next().expect("one outcome per op sent")))
+                .collect())
         })
     }
+}
+
+/// One `_bulk` request for `ops`, and each op's outcome.
+async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[DocumentOp]) -> RequestResult {
+    let lines = bulk_lines(ops);
+    let response = client
+        .bulk(BulkParts::Index(index))
+        .body(lines)
+        .send()
+        .await
+        .map_err(|error| RequestFailure {
+            reason: error.to_string(),
+        })?;
+    let status = response.status_code();
+    if status != StatusCode::OK {
+        let text = response.text().await.unwrap_or_default();
+        let text: String = text.chars().take(500).collect();
+        return Err(RequestFailure {
+            reason: format!("bulk request answered {status}: {text}"),
+        });
+    }
+    let body: Value = response.json().await.map_err(|error| RequestFailure {
+        reason: format!("unreadable bulk answer: {error}"),
+    })?;
+    let items = body
+        .get("items")
+        .and_then(Value::as_array)
+        .ok_or_else(|| RequestFailure {
+            reason: "bulk answer without items".into(),
+        })?;
+    if items.len() != ops.len() {
+        return Err(RequestFailure {
+            reason: format!("bulk answer has {} items for {} operations", items.len(), ops.len()),
+        });
+    }
+    Ok(ops.iter().zip(items).map(|(op, item)| item_outcome(op, item)).collect())
 }
 
 #[cfg(test)]
@@ -158,6 +203,21 @@ mod tests {
             serde_json::from_slice::<Value>(&lines[2]).unwrap(),
             json!({"delete": {"_id": "c:1", "version": 9, "version_type": "external"}})
         );
+    }
+
+    #[test]
+    fn an_id_longer_than_the_index_accepts_is_refused_before_sending() {
+        let long = |body: bool| DocumentOp {
+            id: format!("{}:1", "c".repeat(MAX_ID_BYTES)),
+            ..op(body)
+        };
+        assert_eq!(refused_before_sending(&op(true)), None);
+        assert!(matches!(
+            refused_before_sending(&long(true)),
+            Some(ItemOutcome::Rejected { code, .. }) if code == "id_too_long"
+        ));
+        // No document can have that id: there is nothing to delete.
+        assert_eq!(refused_before_sending(&long(false)), Some(ItemOutcome::Done));
     }
 
     #[test]
