@@ -473,6 +473,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
                         .set(*offset);
                 }
             }),
+            metrics.clone(),
         );
 
         JobInputs {

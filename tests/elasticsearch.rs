@@ -316,3 +316,87 @@ fn a_document_id_too_long_for_the_index_is_a_dead_letter_and_the_stream_goes_on(
         assert!(letter["key"].as_str().unwrap().starts_with(&long), "{letter}");
     }
 }
+
+/// The partitions' offsets in the progress record `id` of `progress_index`, summed.
+fn progress_offsets(progress_index: &str, id: &str) -> Option<i64> {
+    let (status, document) = request(Method::Get, &format!("/{progress_index}/_doc/{id}"), None);
+    if status != 200 {
+        return None;
+    }
+    let record: serde_json::Value = serde_json::from_str(document["_source"]["record"].as_str()?).ok()?;
+    Some(
+        record["partitions"]
+            .as_array()?
+            .iter()
+            .map(|p| p["offset"].as_i64().unwrap())
+            .sum(),
+    )
+}
+
+#[test]
+fn a_progress_record_that_cannot_be_saved_is_retried_and_the_job_keeps_running() {
+    let _serial = serial();
+    let (case, index) = case("es-progress-block");
+    let port = free_port();
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
+    // The record gets an index of its own (the section is the config's last).
+    let progress_index = format!("{index}-progress");
+    delete_index(&progress_index);
+    let mut config = std::fs::read_to_string(&case.config).unwrap();
+    config += &format!("progress_index = {progress_index:?}\n");
+    std::fs::write(&case.config, config).unwrap();
+
+    let product = |n: u64| {
+        format!(
+            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
+        )
+    };
+    let mut lines: Vec<String> = vec![r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into()];
+    lines.extend((1..=3).map(product));
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    wait_until("the first records are committed", Duration::from_secs(90), || {
+        progress_offsets(&progress_index, &index) == Some(lines.len() as i64)
+    });
+
+    let block = |blocked: bool| {
+        let (status, body) = request(
+            Method::Put,
+            &format!("/{progress_index}/_settings"),
+            Some(json!({"index.blocks.write": blocked})),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    block(true);
+    let more: Vec<String> = (4..=6).map(product).collect();
+    case.produce(&more, 1);
+    lines.extend(more);
+    let all = expected_state(&lines);
+    wait_until("the pairs are written meanwhile", Duration::from_secs(60), || {
+        index_content(&index).0 == all
+    });
+    wait_until("/health names the progress record", Duration::from_secs(30), || {
+        http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("progress"))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(job.is_running(), "a refused save must not stop the job");
+    assert_eq!(progress_offsets(&progress_index, &index), Some(4), "the block holds");
+
+    block(false);
+    wait_until("the record is saved after the block", Duration::from_secs(60), || {
+        progress_offsets(&progress_index, &index) == Some(lines.len() as i64)
+    });
+    wait_until("/health recovers", Duration::from_secs(30), || {
+        http_get(port, "/health").is_some_and(|(status, _)| status == 200)
+    });
+    assert!(job.is_running());
+    job.kill();
+    delete_index(&progress_index);
+}

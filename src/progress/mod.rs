@@ -7,6 +7,7 @@
 
 pub mod file;
 pub mod operator;
+pub mod saver;
 
 use std::collections::BTreeMap;
 

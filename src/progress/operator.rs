@@ -8,11 +8,12 @@
 //!
 //! A checkpoint at time `t` is committed when both input frontiers have passed `t`: the
 //! sinks have acknowledged everything up to `t`, and no checkpoint for `t` is still coming.
-//! Saves are spaced by an interval; the last one happens when the inputs close.
+//! Saves are spaced by an interval; the last one happens when the inputs close. A save runs
+//! on its own thread (`saver.rs`), retried until it succeeds: the worker never waits on it,
+//! and the operator holds its capability until the last record is saved.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataflows::model::Time;
@@ -21,8 +22,13 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::Operator;
 use timely::dataflow::Stream;
 
+use super::saver::Saver;
 use super::{Checkpoint, ProgressRecord, ProgressStore};
+use crate::metrics::Metrics;
 use crate::sink::operator::ErrorSlot;
+
+/// How often the operator looks again while a save is under way.
+const SAVE_POLL: Duration = Duration::from_millis(10);
 
 /// Called with each record the operator saved (for metrics and logs).
 pub type OnCommit = Box<dyn Fn(&ProgressRecord)>;
@@ -34,6 +40,7 @@ pub fn commit_progress<'scope>(
     interval: Duration,
     errors: ErrorSlot,
     on_commit: OnCommit,
+    metrics: Arc<Metrics>,
 ) {
     let scope = checkpoints.scope();
     checkpoints.binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
@@ -41,14 +48,23 @@ pub fn commit_progress<'scope>(
         Exchange::new(|_: &Checkpoint| 0),
         Pipeline,
         "ProgressCommit",
-        move |_capability, info| {
+        move |capability, info| {
             let activator = scope.activator_for(info.address);
             let mut pending: BTreeMap<Time, Vec<Checkpoint>> = BTreeMap::new();
             let mut record = ProgressRecord::default();
             let mut unsaved = false;
             let mut last_save = Instant::now() - interval;
-            let mut store = store;
-            let failed = Rc::new(RefCell::new(false));
+            // Held until the last record is saved, so that the worker waits for it.
+            let mut held = Some(capability);
+            let mut saver = match store.map(|store| Saver::start(store, metrics)).transpose() {
+                Ok(saver) => saver,
+                Err(error) => {
+                    errors
+                        .borrow_mut()
+                        .get_or_insert(anyhow::Error::new(error).context("cannot start the progress saver"));
+                    None
+                }
+            };
             move |(checkpoints, checkpoint_frontier), (acks, ack_frontier), _output| {
                 checkpoints.for_each(|capability, data| {
                     if let Some(time) = capability.least() {
@@ -57,11 +73,19 @@ pub fn commit_progress<'scope>(
                 });
                 // Only the frontier matters here; the dead letters went to their sink.
                 acks.for_each(|_capability, _data| {});
-                let Some(store) = store.as_mut() else {
+                let Some(active) = saver.as_ref() else {
                     pending.clear();
+                    drop(held.take());
                     return;
                 };
-                if *failed.borrow() {
+                for saved in active.take_saved() {
+                    on_commit(&saved);
+                }
+                if active.died() {
+                    errors
+                        .borrow_mut()
+                        .get_or_insert(anyhow::anyhow!("the progress saver stopped"));
+                    saver = None;
                     return;
                 }
                 let frontier = |f: &timely::progress::frontier::MutableAntichain<Time>| f.frontier().first().copied();
@@ -82,25 +106,20 @@ pub fn commit_progress<'scope>(
                     record.time = record.time.max(time);
                     unsaved = true;
                 }
+                let closing = upper.is_none();
                 if unsaved {
-                    let closing = upper.is_none();
                     if closing || last_save.elapsed() >= interval {
-                        match store.save(&record) {
-                            Ok(()) => {
-                                unsaved = false;
-                                last_save = Instant::now();
-                                on_commit(&record);
-                            }
-                            Err(error) => {
-                                *failed.borrow_mut() = true;
-                                errors
-                                    .borrow_mut()
-                                    .get_or_insert(error.context("cannot save the progress record"));
-                            }
-                        }
+                        active.save(record.clone());
+                        unsaved = false;
+                        last_save = Instant::now();
                     } else {
                         activator.activate_after(interval.saturating_sub(last_save.elapsed()));
                     }
+                }
+                if !active.idle() {
+                    activator.activate_after(SAVE_POLL);
+                } else if closing && !unsaved {
+                    drop(held.take());
                 }
             }
         },
