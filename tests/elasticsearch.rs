@@ -400,3 +400,82 @@ fn a_progress_record_that_cannot_be_saved_is_retried_and_the_job_keeps_running()
     job.kill();
     delete_index(&progress_index);
 }
+
+/// The sum of `eligibility_consumer_lag` over the partitions of `/metrics`.
+fn consumer_lag(port: u16) -> Option<i64> {
+    let (_, metrics) = http_get(port, "/metrics")?;
+    Some(
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("eligibility_consumer_lag{"))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<i64>().ok())
+            .sum(),
+    )
+}
+
+#[test]
+fn consumer_lag_grows_while_a_blocked_sink_holds_the_reading_back() {
+    let _serial = serial();
+    let (case, index) = case("es-lag");
+    let port = free_port();
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
+    // Stop reading soon after the sink stops acknowledging.
+    let config = std::fs::read_to_string(&case.config).unwrap().replacen(
+        "[kafka]\n",
+        "[kafka]\nmax_unacknowledged_ms = 300\n",
+        1,
+    );
+    std::fs::write(&case.config, config).unwrap();
+    let product = |n: u64| {
+        format!(
+            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
+        )
+    };
+    let mut lines: Vec<String> = vec![r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into()];
+    lines.extend((1..=3).map(product));
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    let first = expected_state(&lines);
+    wait_until("the first records are written", Duration::from_secs(90), || {
+        index_content(&index).0 == first
+    });
+    wait_until("no lag once caught up", Duration::from_secs(30), || {
+        consumer_lag(port) == Some(0)
+    });
+
+    let block = |blocked: bool| {
+        let (status, body) = request(
+            Method::Put,
+            &format!("/{index}/_settings"),
+            Some(json!({"index.blocks.write": blocked})),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    block(true);
+    // Enough records over time that the source is held back well before the last.
+    for round in 0..4u64 {
+        let more: Vec<String> = (0..50).map(|n| product(100 + round * 50 + n)).collect();
+        case.produce(&more, 1);
+        lines.extend(more);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    wait_until("the lag shows the records not read", Duration::from_secs(30), || {
+        consumer_lag(port).is_some_and(|lag| lag >= 100)
+    });
+    block(false);
+    let all = expected_state(&lines);
+    wait_until("the index catches up after the block", Duration::from_secs(90), || {
+        index_content(&index).0 == all
+    });
+    wait_until("the lag is gone", Duration::from_secs(30), || {
+        consumer_lag(port) == Some(0)
+    });
+    job.kill();
+}

@@ -18,9 +18,11 @@
 pub mod assignment;
 pub mod client;
 pub mod clock;
+pub mod lag;
 pub mod start;
 pub mod topics;
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use self::assignment::{partitions_of, PartitionId};
 use self::clock::{live_time_now, BatchClock, ChunkClock, LIVE_TIME_BASE};
+use self::lag::{LagWatcher, Watched};
 use self::start::{PartitionStart, StartPlan};
 use super::{Source, SourceFactory, SourceRecord, SourceStatus};
 use crate::config::{BatchingConfig, KafkaConfig};
@@ -97,12 +100,23 @@ impl SourceFactory for KafkaSourceFactory {
                 id: start.id,
                 rebuild_until: start.rebuild_until,
                 next_offset: 0,
+                position: Arc::new(AtomicI64::new(0)),
                 held_back: Vec::new(),
                 at_end: false,
             });
         }
+        let watched = partitions
+            .iter()
+            .map(|p| Watched {
+                topic: p.id.topic.clone(),
+                partition: p.id.partition,
+                position: p.position.clone(),
+            })
+            .collect();
+        let lag = LagWatcher::start(consumer.clone(), watched, self.metrics.clone());
         let rebuilding = partitions.iter().any(|p| !p.reached);
         Ok(Box::new(KafkaSource {
+            _lag: lag,
             consumer,
             partitions,
             queues,
@@ -188,23 +202,7 @@ impl ClientContext for SourceContext {
                 .health
                 .set_unhealthy(HEALTH_COMPONENT, "no connection to any broker");
         }
-        for (topic, stats) in statistics.topics {
-            for (partition, stats) in stats.partitions {
-                // librdkafka's own lag counts from committed offsets, which the job never
-                // commits to Kafka; the lag that matters is behind what the job has read.
-                if partition >= 0 && stats.hi_offset >= 0 {
-                    let position = if stats.app_offset >= 0 {
-                        stats.app_offset
-                    } else {
-                        stats.lo_offset.max(0)
-                    };
-                    self.metrics
-                        .consumer_lag
-                        .get_or_create(&Metrics::partition(&topic, partition))
-                        .set((stats.hi_offset - position).max(0));
-                }
-            }
-        }
+        // The lag gauges come from `lag.rs`: statistics arrive only while the worker polls.
     }
 }
 
@@ -221,6 +219,8 @@ struct OwnedPartition {
     rebuild_until: i64,
     /// The offset after the last record handed out.
     next_offset: i64,
+    /// `next_offset`, shared with the lag watcher.
+    position: Arc<AtomicI64>,
     /// Whether the rebuild of this partition is complete.
     reached: bool,
     /// Records read past `rebuild_until` while other partitions were still rebuilding.
@@ -230,6 +230,8 @@ struct OwnedPartition {
 }
 
 pub struct KafkaSource {
+    /// Fetches high watermarks for the lag gauges until the source is dropped.
+    _lag: LagWatcher,
     consumer: Arc<BaseConsumer<SourceContext>>,
     partitions: Vec<OwnedPartition>,
     /// One queue per partition, in the order of `partitions`.
@@ -298,6 +300,7 @@ impl KafkaSource {
         };
         let partition = &mut self.partitions[index];
         partition.next_offset = offset + 1;
+        partition.position.store(partition.next_offset, Ordering::Relaxed);
         out.push(Self::record(&partition.id, time, key, payload, offset, &self.metrics));
         if closed {
             out.push(self.closed_batch(time));
