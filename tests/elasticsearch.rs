@@ -479,3 +479,52 @@ fn consumer_lag_grows_while_a_blocked_sink_holds_the_reading_back() {
     });
     job.kill();
 }
+
+#[test]
+fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
+    let _serial = serial();
+    let (case, index) = case("es-resume");
+    // The default longest retry delay: what made a recovered node wait ~40 s.
+    let config = std::fs::read_to_string(&case.config)
+        .unwrap()
+        .replace("retry_max_ms = 2000", "retry_max_ms = 30000");
+    std::fs::write(&case.config, config).unwrap();
+    let product = |n: u64| {
+        format!(
+            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
+        )
+    };
+    let mut lines: Vec<String> = vec![
+        r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into(),
+        product(1),
+    ];
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    let first = expected_state(&lines);
+    wait_until("the first pair is written", Duration::from_secs(90), || {
+        index_content(&index).0 == first
+    });
+    let block = |blocked: bool| {
+        let (status, body) = request(
+            Method::Put,
+            &format!("/{index}/_settings"),
+            Some(json!({"index.blocks.write": blocked})),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    block(true);
+    // Writes refused for long enough that their backoff reaches the longest delay.
+    for n in 2..=6 {
+        lines.push(product(n));
+        case.produce(&lines[lines.len() - 1..], 1);
+        std::thread::sleep(Duration::from_secs(7));
+    }
+    block(false);
+    let all = expected_state(&lines);
+    wait_until(
+        "the index has caught up soon after the block",
+        Duration::from_secs(6),
+        || index_content(&index).0 == all,
+    );
+    job.kill();
+}

@@ -9,6 +9,11 @@
 //!     acknowledged       =  the least time with an op not yet done (else `upper`)
 //! ```
 //!
+//! While the destination is down or blocks writes (`stalled`), retries back off up to
+//! `retry_max`, but one document is sent as a probe at most every [`PROBE_INTERVAL`]; the first
+//! document written after a stall makes every waiting retry due at once, with fresh
+//! attempts, so a recovered destination is written to within a second, not a backoff later.
+//!
 //! A request goes out when the buffer is full, when its oldest op has waited
 //! `flush_interval`, or at once when nothing is in flight: an idle pipeline never waits, and
 //! under load requests grow as ops pile up behind the ones in flight. A destination
@@ -162,6 +167,10 @@ pub mod defaults {
     }
 }
 
+/// While stalled, how often one waiting document is sent early to see if the destination
+/// answers again.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+
 struct Completed {
     ops: Arc<Vec<DocumentOp>>,
     result: RequestResult,
@@ -195,6 +204,10 @@ pub struct BulkSink<S: BulkService> {
     newest: HashMap<String, (u64, usize)>,
     request_failures: u32,
     next_request_at: Instant,
+    /// The last answer was a failed request or a blocking refusal: retries wait on the
+    /// destination, and a probe goes out every `PROBE_INTERVAL`.
+    stalled: bool,
+    next_probe_at: Instant,
     rejected: Vec<(Time, DeadLetter)>,
     rng: rand_chacha::ChaCha8Rng,
 }
@@ -229,6 +242,8 @@ impl<S: BulkService> BulkSink<S> {
             newest: HashMap::new(),
             request_failures: 0,
             next_request_at: Instant::now(),
+            stalled: false,
+            next_probe_at: Instant::now(),
             rejected: Vec::new(),
             rng: rand::SeedableRng::from_os_rng(),
         }
@@ -286,6 +301,7 @@ impl<S: BulkService> BulkSink<S> {
             match result {
                 Err(failure) => {
                     self.request_failures += 1;
+                    self.stalled = true;
                     let pause = self.config.backoff.delay(self.request_failures, &mut self.rng);
                     self.next_request_at = Instant::now() + pause;
                     self.metrics
@@ -299,6 +315,7 @@ impl<S: BulkService> BulkSink<S> {
                 Ok(outcomes) => {
                     self.request_failures = 0;
                     let mut blocked = None;
+                    let mut written = false;
                     for ((op, outcome), attempt) in ops.iter().zip(outcomes).zip(attempts) {
                         match outcome {
                             ItemOutcome::Done => {
@@ -308,6 +325,7 @@ impl<S: BulkService> BulkSink<S> {
                                     &self.metrics.sinks.documents_deleted
                                 };
                                 counter.get_or_create(&self.labels).inc();
+                                written = true;
                                 self.done(op);
                             }
                             ItemOutcome::Retry { reason, blocking } => {
@@ -327,19 +345,25 @@ impl<S: BulkService> BulkSink<S> {
                         }
                     }
                     match blocked {
-                        Some(reason) => self.metrics.health.set_unhealthy(&self.name, reason),
+                        Some(reason) => {
+                            self.stalled = true;
+                            self.metrics.health.set_unhealthy(&self.name, reason)
+                        }
                         None => self.metrics.health.set_healthy(&self.name),
+                    }
+                    if written && std::mem::take(&mut self.stalled) {
+                        self.retry_all_now();
                     }
                 }
             }
         }
     }
 
-    fn requeue_due_retries(&mut self) {
-        let now = Instant::now();
+    /// The next waiting retry due by `until`, unless stale (then it is done and skipped).
+    fn take_retry(&mut self, until: Option<Instant>) -> Option<DocumentOp> {
         while let Some(entry) = self.retries.first_entry() {
-            if entry.key().0 > now {
-                break;
+            if until.is_some_and(|until| entry.key().0 > until) {
+                return None;
             }
             let (op, attempt) = entry.remove();
             // A newer write of the same document went out since: this one is stale.
@@ -348,7 +372,37 @@ impl<S: BulkService> BulkSink<S> {
                 continue;
             }
             self.attempts.insert((op.id.clone(), op.version), attempt);
+            return Some(op);
+        }
+        None
+    }
+
+    fn requeue_due_retries(&mut self) {
+        let now = Instant::now();
+        while let Some(op) = self.take_retry(Some(now)) {
             self.buffer_op(op);
+        }
+    }
+
+    /// The destination answers again: every waiting retry is due now, its backoff restarted.
+    fn retry_all_now(&mut self) {
+        tracing::info!(sink = %self.name, waiting = self.retries.len(), "the destination writes again; retrying what waited at once");
+        self.next_request_at = Instant::now();
+        while let Some(op) = self.take_retry(None) {
+            self.attempts.remove(&(op.id.clone(), op.version));
+            self.buffer_op(op);
+        }
+    }
+
+    /// While stalled with nothing in flight, sends one waiting document early.
+    fn probe(&mut self) {
+        let now = Instant::now();
+        if !self.stalled || self.in_flight > 0 || !self.buffer.is_empty() || now < self.next_probe_at {
+            return;
+        }
+        if let Some(op) = self.take_retry(None) {
+            self.next_probe_at = now + PROBE_INTERVAL;
+            self.send_request(vec![op]);
         }
     }
 
@@ -375,11 +429,6 @@ impl<S: BulkService> BulkSink<S> {
         for op in waiting.into_iter().rev() {
             self.buffer.push_front(op);
         }
-        if ordered {
-            for op in &ops {
-                *self.in_flight_documents.entry(op.id.clone()).or_default() += 1;
-            }
-        }
         (!ops.is_empty()).then_some((ops, bytes))
     }
 
@@ -398,22 +447,41 @@ impl<S: BulkService> BulkSink<S> {
             let Some((ops, bytes)) = self.next_batch() else { break };
             self.buffer_bytes -= bytes;
             self.oldest_buffered = (!self.buffer.is_empty()).then(Instant::now);
-            let ops = Arc::new(ops);
-            let service = self.service.clone();
-            let completed = self.completed_tx.clone();
-            self.in_flight += 1;
-            self.metrics.sinks.requests.get_or_create(&self.labels).inc();
-            self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).inc();
-            self.runtime.spawn(async move {
-                let started = Instant::now();
-                let result = service.send(ops.clone()).await;
-                let _ = completed.send(Completed {
-                    ops,
-                    result,
-                    elapsed: started.elapsed(),
-                });
-            });
+            self.send_request(ops);
         }
+    }
+
+    fn send_request(&mut self, ops: Vec<DocumentOp>) {
+        if self.service.needs_ordered_writes() {
+            for op in &ops {
+                *self.in_flight_documents.entry(op.id.clone()).or_default() += 1;
+            }
+        }
+        let ops = Arc::new(ops);
+        let service = self.service.clone();
+        let completed = self.completed_tx.clone();
+        self.in_flight += 1;
+        self.metrics.sinks.requests.get_or_create(&self.labels).inc();
+        self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).inc();
+        self.runtime.spawn(async move {
+            let started = Instant::now();
+            // The request runs in a task of its own, so that a panic in it still reports
+            // back (as a failed request): a lost answer would hold the frontier for good.
+            let request = tokio::spawn({
+                let ops = ops.clone();
+                async move { service.send(ops).await }
+            });
+            let result = request.await.unwrap_or_else(|error| {
+                Err(RequestFailure {
+                    reason: format!("the request task failed: {error}"),
+                })
+            });
+            let _ = completed.send(Completed {
+                ops,
+                result,
+                elapsed: started.elapsed(),
+            });
+        });
     }
 }
 
@@ -437,6 +505,7 @@ impl<S: BulkService> Sink<PairChange> for BulkSink<S> {
     fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
         self.take_completed();
         self.requeue_due_retries();
+        self.probe();
         self.dispatch(upper.is_none());
         Ok(match self.outstanding.keys().next() {
             Some(first) => Some(upper.map_or(*first, |upper| upper.min(*first))),

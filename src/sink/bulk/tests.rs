@@ -20,6 +20,8 @@ struct ScriptedService {
     script: Mutex<HashMap<(String, u32), ItemOutcome>>,
     /// Fail whole requests while this is above zero.
     failing_requests: AtomicUsize,
+    /// Panic inside the request's future while this is above zero.
+    panicking_requests: AtomicUsize,
     attempts: Mutex<HashMap<String, u32>>,
     documents: Mutex<Documents>,
     writes: Mutex<Vec<(String, u64)>>,
@@ -44,6 +46,14 @@ impl BulkService for ScriptedService {
                 }
             }
             serving.extend(ops.iter().map(|op| op.id.clone()));
+        }
+        let panicking = self
+            .panicking_requests
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if panicking {
+            self.serving.lock().unwrap().clear();
+            return Box::pin(async { panic!("a bug in building the request") });
         }
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -310,4 +320,38 @@ fn deletes_are_ops_without_a_body() {
         String::from_utf8(op.body.unwrap()).unwrap(),
         r#"{"campaign_id":"c","seller_id":9,"eligible_products":2,"eligible_stock":2}"#
     );
+}
+
+#[test]
+fn a_destination_that_answers_again_is_written_to_without_waiting_out_the_backoff() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService::default());
+    service.failing_requests.store(3, Ordering::SeqCst);
+    let mut slow = config(100, 1);
+    slow.backoff = Backoff {
+        initial: Duration::from_secs(20),
+        max: Duration::from_secs(60),
+    };
+    let mut sink = sink(service.clone(), slow, &runtime);
+    let started = Instant::now();
+    sink.write(
+        3,
+        &[change(3, 1, Some(1)), change(3, 2, Some(2)), change(3, 3, Some(3))],
+    )
+    .unwrap();
+    // Three failures (the first request, then a probe a second), then everything at once.
+    assert_eq!(settle(&mut sink, Some(4)), Some(4));
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    assert_eq!(service.documents.lock().unwrap().len(), 3);
+}
+
+#[test]
+fn a_request_that_panics_still_reports_back_and_is_retried() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService::default());
+    service.panicking_requests.store(1, Ordering::SeqCst);
+    let mut sink = sink(service.clone(), config(100, 1), &runtime);
+    sink.write(2, &[change(2, 1, Some(1))]).unwrap();
+    assert_eq!(settle(&mut sink, Some(3)), Some(3), "the frontier moves on");
+    assert_eq!(service.documents.lock().unwrap().len(), 1);
 }
