@@ -46,23 +46,30 @@ impl Health {
         };
         self.gauge.get_or_create(&labels).set(i64::from(healthy));
         let mut components = self.components.lock().expect("poisoned");
-        let changed = components
-            .get(component)
-            .is_none_or(|status| status.healthy != healthy || status.reason != reason);
-        if changed {
-            if healthy {
-                tracing::info!(component, "healthy");
-            } else {
-                tracing::warn!(component, reason = %reason, "unhealthy");
+        match components.get_mut(component) {
+            // Same state, other words (an outage can alternate two texts): `since` stays, and
+            // only the reason is updated, quietly.
+            Some(status) if status.healthy == healthy => {
+                if status.reason != reason {
+                    tracing::debug!(component, reason = %reason, "still unhealthy");
+                    status.reason = reason;
+                }
             }
-            components.insert(
-                component.to_owned(),
-                ComponentStatus {
-                    healthy,
-                    reason,
-                    since: SystemTime::now(),
-                },
-            );
+            _ => {
+                if healthy {
+                    tracing::info!(component, "healthy");
+                } else {
+                    tracing::warn!(component, reason = %reason, "unhealthy");
+                }
+                components.insert(
+                    component.to_owned(),
+                    ComponentStatus {
+                        healthy,
+                        reason,
+                        since: SystemTime::now(),
+                    },
+                );
+            }
         }
     }
 
@@ -88,5 +95,19 @@ mod tests {
         assert_eq!(components["elasticsearch"].reason, "index is read-only");
         health.set_healthy("elasticsearch");
         assert!(health.report().0);
+    }
+
+    #[test]
+    fn a_new_reason_for_the_same_state_keeps_since() {
+        let health = Health::default();
+        health.set_unhealthy("kafka", "no broker reachable");
+        let since = health.report().1["kafka"].since;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        health.set_unhealthy("kafka", "no connection to any broker");
+        let status = &health.report().1["kafka"];
+        assert_eq!(status.reason, "no connection to any broker", "the newest reason shows");
+        assert_eq!(status.since, since, "still the same outage");
+        health.set_healthy("kafka");
+        assert!(health.report().1["kafka"].since > since);
     }
 }
