@@ -528,3 +528,50 @@ fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
     );
     job.kill();
 }
+
+#[test]
+fn an_unreachable_node_at_start_up_is_waited_for_with_the_reason_on_health() {
+    let _serial = serial();
+    let (case, index) = case("es-start-wait");
+    let port = free_port();
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
+    let progress_index = format!("{index}-progress");
+    delete_index(&progress_index);
+    let mut config = std::fs::read_to_string(&case.config).unwrap();
+    config += &format!("progress_index = {progress_index:?}\n");
+    std::fs::write(&case.config, config).unwrap();
+    let lines = generated_lines(case.dir.path(), 500, 500, 53);
+    case.produce(&lines, 2);
+
+    service_script("elasticsearch", "stop");
+    let mut job = case.spawn(&case.config, &[]);
+    wait_until("/health names the search node", Duration::from_secs(30), || {
+        http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("elasticsearch"))
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(job.is_running(), "the job waits for the node instead of exiting");
+    service_script("elasticsearch", "start");
+
+    let expected = expected_state(&lines);
+    wait_until(
+        "the index is written once the node is up",
+        Duration::from_secs(120),
+        || index_content(&index).0 == expected,
+    );
+    assert!(job.is_running());
+    job.kill();
+    // Created as `replicas` says (0 here), so a one-node cluster stays green.
+    let (_, settings) = request(Method::Get, &format!("/{progress_index}/_settings"), None);
+    assert_eq!(
+        settings[&progress_index]["settings"]["index"]["number_of_replicas"], "0",
+        "{settings}"
+    );
+    delete_index(&progress_index);
+}

@@ -105,12 +105,7 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
     let mut store: Option<Box<dyn ProgressStore>> = match (first_process, &config.sinks.elasticsearch) {
         (false, _) => None,
         (true, Some(elasticsearch)) => {
-            let store = ElasticsearchProgressStore {
-                client: crate::sink::elasticsearch::client::connect(elasticsearch)?,
-                index: elasticsearch.progress_index.clone(),
-                id: elasticsearch.job_id.clone(),
-                runtime: handle.clone(),
-            };
+            let store = ElasticsearchProgressStore::new(elasticsearch, handle.clone(), metrics.clone())?;
             handle.block_on(store.ensure_index())?;
             Some(Box::new(store))
         }

@@ -3,53 +3,99 @@
 //! Every process can read it (unlike a local file), and it is durable once the index
 //! request returns (the translog is synced per request by default).
 
+use std::sync::Arc;
+
 use anyhow::{bail, Context};
 use elasticsearch::http::StatusCode;
 use elasticsearch::{Elasticsearch, GetParts, IndexParts};
 use serde_json::{json, Value};
 
+use super::config::ElasticsearchConfig;
 use super::index::ensure_index;
+use super::NAME;
+use crate::metrics::Metrics;
 use crate::progress::{ProgressRecord, ProgressStore};
+use crate::sink::startup::until_ready;
 
 pub struct ElasticsearchProgressStore {
     pub client: Elasticsearch,
     pub index: String,
     pub id: String,
+    /// Replicas of the progress index when the job creates it (as for the pairs index).
+    pub replicas: u32,
     pub runtime: tokio::runtime::Handle,
+    /// Where start-up waits report why they wait.
+    pub metrics: Arc<Metrics>,
 }
 
 impl ElasticsearchProgressStore {
+    pub fn new(
+        config: &ElasticsearchConfig,
+        runtime: tokio::runtime::Handle,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
+        Ok(ElasticsearchProgressStore {
+            client: super::client::connect(config)?,
+            index: config.progress_index.clone(),
+            id: config.job_id.clone(),
+            replicas: config.replicas,
+            runtime,
+            metrics,
+        })
+    }
+
+    /// Creates the progress index if missing, waiting for the node as long as it takes
+    /// (like the broker), with the reason on `/health`.
     pub async fn ensure_index(&self) -> anyhow::Result<()> {
         // The record is read by id only: nothing in it needs indexing.
-        ensure_index(&self.client, &self.index, json!({"mappings": {"dynamic": false}})).await?;
+        let body = json!({
+            "settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
+            "mappings": {"dynamic": false}
+        });
+        until_ready(NAME, "prepare the progress index", &self.metrics, || {
+            ensure_index(&self.client, &self.index, body.clone())
+        })
+        .await?;
         Ok(())
+    }
+
+    /// The stored document, if any (network and node errors only: worth waiting out).
+    async fn fetch(&self) -> anyhow::Result<Option<Value>> {
+        let response = self
+            .client
+            .get(GetParts::IndexId(&self.index, &self.id))
+            .send()
+            .await
+            .context("cannot read the progress record")?;
+        if response.status_code() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status_code().is_success() {
+            bail!(
+                "cannot read the progress record: {}",
+                response.text().await.unwrap_or_default()
+            );
+        }
+        Ok(Some(response.json().await?))
     }
 }
 
 impl ProgressStore for ElasticsearchProgressStore {
     fn load(&mut self) -> anyhow::Result<Option<ProgressRecord>> {
-        self.runtime.block_on(async {
-            let response = self
-                .client
-                .get(GetParts::IndexId(&self.index, &self.id))
-                .send()
-                .await
-                .context("cannot read the progress record")?;
-            if response.status_code() == StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            if !response.status_code().is_success() {
-                bail!(
-                    "cannot read the progress record: {}",
-                    response.text().await.unwrap_or_default()
-                );
-            }
-            let document: Value = response.json().await?;
-            let record = document["_source"]["record"]
-                .as_str()
-                .context("the progress document has no record")?;
-            ProgressRecord::from_json(record).map(Some)
-        })
+        let document = self
+            .runtime
+            .block_on(until_ready(NAME, "read the progress record", &self.metrics, || {
+                self.fetch()
+            }))?;
+        // A record that does not parse is not an outage: stop and say so.
+        document
+            .map(|document| {
+                let record = document["_source"]["record"]
+                    .as_str()
+                    .context("the progress document has no record")?;
+                ProgressRecord::from_json(record)
+            })
+            .transpose()
     }
 
     fn save(&mut self, record: &ProgressRecord) -> anyhow::Result<()> {
