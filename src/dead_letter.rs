@@ -20,8 +20,10 @@ pub enum Origin {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub origin: Origin,
-    /// The record's key, when it had a readable one.
+    /// The record's key, when it had one (a lossy rendering if it is not UTF-8).
     pub key: Option<String>,
+    /// The key's exact bytes, when they are not UTF-8 (so `key` had to replace some).
+    pub key_bytes: Option<Vec<u8>>,
     /// The stable error code (`missing_field`, `negative`, …).
     pub code: String,
     /// The full, human-readable reason.
@@ -39,16 +41,31 @@ impl DeadLetter {
                 id: id.to_owned(),
             },
             key: Some(id.to_owned()),
+            key_bytes: None,
             code: code.to_owned(),
             reason,
             raw: body,
         }
     }
 
+    /// A record with a raw key: kept as text, and as bytes too when it is not UTF-8.
+    pub fn with_raw_key(
+        origin: Origin,
+        key: Option<&[u8]>,
+        error: &dataflows::decode::DecodeError,
+        raw: &[u8],
+    ) -> Self {
+        let text = key.map(|key| String::from_utf8_lossy(key).into_owned());
+        let mut letter = Self::new(origin, text, error, raw);
+        letter.key_bytes = key.filter(|key| std::str::from_utf8(key).is_err()).map(<[u8]>::to_vec);
+        letter
+    }
+
     pub fn new(origin: Origin, key: Option<String>, error: &dataflows::decode::DecodeError, raw: &[u8]) -> Self {
         DeadLetter {
             origin,
             key,
+            key_bytes: None,
             code: error.code().to_owned(),
             reason: error.to_string(),
             raw: raw.to_vec(),

@@ -251,6 +251,12 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
             Some(br#"{"category_id": 2, "brand_id": 3, "price": 1, "stock": 1}"#),
             "missing_field",
         ),
+        // The key's exact bytes are kept (as base64), like a value's.
+        (
+            Some(b"p-\xff"),
+            Some(br#"{"seller_id": 1, "category_id": 2, "brand_id": 3, "price": 1, "stock": 1}"#),
+            "not_utf8",
+        ),
     ];
     for (key, value, _) in &bad {
         let mut record = BaseRecord::<[u8], [u8]>::to(&case.products_topic).partition(0);
@@ -291,11 +297,13 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
     assignment.add_partition_offset(&topic, 0, Offset::Beginning).unwrap();
     consumer.assign(&assignment).unwrap();
     let mut letters = Vec::new();
+    let mut message_keys = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while letters.len() < bad.len() && std::time::Instant::now() < deadline {
         if let Some(Ok(message)) = consumer.poll(Duration::from_millis(200)) {
             let value: serde_json::Value = serde_json::from_slice(message.payload().unwrap()).unwrap();
             letters.push(value);
+            message_keys.push(message.key().map(<[u8]>::to_vec));
         }
     }
     assert_eq!(letters.len(), bad.len(), "{letters:?}");
@@ -305,8 +313,12 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
         assert_eq!(letter["topic"], case.products_topic.as_str());
         assert_eq!(letter["partition"], 0);
         assert_eq!(letter["offset"], index as i64 + 1, "{letter}");
-        assert_eq!(letter["key"].as_str().map(str::as_bytes), *key);
+        assert_eq!(message_keys[index].as_deref(), *key, "the message key is the record's");
         assert!(!letter["reason"].as_str().unwrap().is_empty());
+        match std::str::from_utf8(key.unwrap()) {
+            Ok(text) => assert_eq!(letter["key"], text, "{letter}"),
+            Err(_) => assert_eq!(letter["key_base64"], "cC3/", "{letter}"),
+        }
     }
     assert_eq!(letters[1]["raw_base64"], "//4=");
 }

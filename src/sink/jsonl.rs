@@ -183,6 +183,9 @@ struct DeadLetterLine<'a> {
     sink: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key: Option<&'a str>,
+    /// The key's exact bytes, when they are not valid UTF-8 and `key` had to replace some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_base64: Option<String>,
     code: &'a str,
     reason: &'a str,
     raw: String,
@@ -216,6 +219,10 @@ impl<'a> From<&'a DeadLetter> for DeadLetterLine<'a> {
             offset,
             sink,
             key: letter.key.as_deref(),
+            key_base64: letter
+                .key_bytes
+                .as_ref()
+                .map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes)),
             code: &letter.code,
             reason: &letter.reason,
             raw,

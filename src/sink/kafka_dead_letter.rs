@@ -1,4 +1,4 @@
-//! Dead letters to a Kafka topic: key = the record's key, value = the dead-letter JSON
+//! Dead letters to a Kafka topic: key = the record's key (its exact bytes), value = the dead-letter JSON
 //! (reason, code, origin, original bytes), headers naming the origin.
 //!
 //! Acknowledgement: a time is acknowledged once every dead letter of it has been
@@ -24,8 +24,29 @@ use crate::metrics::Metrics;
 struct Deliveries {
     /// Messages not yet delivered, per time.
     pending: BTreeMap<Time, usize>,
-    /// Failed messages to send again: (time, key, value).
-    failed: Vec<(Time, Option<Vec<u8>>, Vec<u8>)>,
+    /// Failed messages to send again, as they were.
+    failed: Vec<Undelivered>,
+}
+
+/// A message librdkafka gave up on, kept whole (headers too) to be sent again.
+struct Undelivered {
+    time: Time,
+    key: Option<Vec<u8>>,
+    value: Vec<u8>,
+    headers: OwnedHeaders,
+}
+
+impl Undelivered {
+    fn of(time: Time, message: &rdkafka::message::BorrowedMessage<'_>) -> Self {
+        Undelivered {
+            time,
+            key: message.key().map(<[u8]>::to_vec),
+            value: message.payload().unwrap_or_default().to_vec(),
+            headers: message
+                .headers()
+                .map_or_else(OwnedHeaders::new, rdkafka::message::BorrowedHeaders::detach),
+        }
+    }
 }
 
 struct DeliveryContext {
@@ -50,9 +71,7 @@ impl ProducerContext for DeliveryContext {
             }
             Err((error, message)) => {
                 tracing::warn!(%error, "a dead letter was not delivered; sending it again");
-                let key = message.key().map(<[u8]>::to_vec);
-                let value = message.payload().unwrap_or_default().to_vec();
-                deliveries.failed.push((*time, key, value));
+                deliveries.failed.push(Undelivered::of(*time, message));
             }
         }
     }
@@ -154,7 +173,7 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
             let value = dead_letter_json(letter);
             self.send(
                 time,
-                letter.key.as_deref().map(str::as_bytes),
+                letter.key_bytes.as_deref().or(letter.key.as_deref().map(str::as_bytes)),
                 value.as_bytes(),
                 Self::headers(letter),
             )?;
@@ -170,8 +189,8 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
             if Instant::now() < self.next_retry {
                 self.deliveries.lock().expect("poisoned").failed = failed;
             } else {
-                for (time, key, value) in failed {
-                    self.send(time, key.as_deref(), &value, OwnedHeaders::new())?;
+                for message in failed {
+                    self.send(message.time, message.key.as_deref(), &message.value, message.headers)?;
                 }
                 self.next_retry = Instant::now() + self.retry_delay;
                 self.retry_delay = (self.retry_delay * 2).min(Duration::from_secs(10));
@@ -190,5 +209,55 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
 impl Drop for KafkaDeadLetterSink {
     fn drop(&mut self) {
         let _ = self.producer.flush(Duration::from_secs(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rdkafka::message::Headers;
+
+    use super::*;
+
+    #[test]
+    fn an_undelivered_dead_letter_is_kept_with_its_headers_for_the_retry() {
+        // Nothing listens on port 1: every delivery fails once its timeout passes.
+        let mut config = rdkafka::ClientConfig::new();
+        config
+            .set("bootstrap.servers", "127.0.0.1:1")
+            .set("message.timeout.ms", "200");
+        let mut sink = KafkaDeadLetterSink::new(config, "dead-letters".into(), Arc::new(Metrics::new())).unwrap();
+        let letter = DeadLetter {
+            origin: Origin::Kafka {
+                topic: "products".into(),
+                partition: 3,
+                offset: 17,
+            },
+            key: Some("p-1".into()),
+            key_bytes: None,
+            code: "negative".into(),
+            reason: "stock is negative".into(),
+            raw: b"{}".to_vec(),
+        };
+        sink.write(5, std::slice::from_ref(&letter)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while sink.deliveries.lock().unwrap().failed.is_empty() {
+            assert!(Instant::now() < deadline, "the delivery never failed");
+            sink.producer.poll(Duration::from_millis(50));
+        }
+        let failed = std::mem::take(&mut sink.deliveries.lock().unwrap().failed);
+        let headers: Vec<(String, Vec<u8>)> = failed[0]
+            .headers
+            .iter()
+            .map(|header| (header.key.to_owned(), header.value.unwrap_or_default().to_vec()))
+            .collect();
+        let expected: Vec<(String, Vec<u8>)> = KafkaDeadLetterSink::headers(&letter)
+            .iter()
+            .map(|header| (header.key.to_owned(), header.value.unwrap_or_default().to_vec()))
+            .collect();
+        assert_eq!(headers, expected);
+        assert!(headers
+            .iter()
+            .any(|(key, value)| key == "eligibility.source.offset" && value == b"17"));
+        assert_eq!(failed[0].key.as_deref(), Some(&b"p-1"[..]));
     }
 }

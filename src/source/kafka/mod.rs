@@ -274,8 +274,8 @@ impl KafkaSource {
                     partition: id.partition,
                     offset,
                 };
-                let key = key.map(|key| String::from_utf8_lossy(key).into_owned());
-                SourceRecord::Rejected(time, DeadLetter::new(origin, key, &error, payload.unwrap_or_default()))
+                let letter = DeadLetter::with_raw_key(origin, key, &error, payload.unwrap_or_default());
+                SourceRecord::Rejected(time, letter)
             }
         }
     }
