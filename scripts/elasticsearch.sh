@@ -15,13 +15,20 @@
 #   SEARCH_HEAP_OPTS    heap flags (default "-Xms512m -Xmx1g")
 #   SEARCH_JAVA_OPTS    extra JVM flags appended last
 #   SEARCH_JAVA_HOME    force a JDK (otherwise chosen per engine, see pick_java_home)
-#   SEARCH_START_TIMEOUT  seconds to wait for green/yellow (default 120)
+#   SEARCH_HOME_DIR     state dir: pid, lock, port, log, data (default .local/search;
+#                       relative = project root). A second node needs its own, and its own ES_PORT.
+#   SEARCH_START_TIMEOUT  seconds to wait for the node's first HTTP answer (default 120)
+#   SEARCH_RECOVERY_TIMEOUT  seconds to wait, once it answers, for its shards to recover
+#                       (green/yellow); 0 = as long as the node runs and recovers (default 0)
 #   SEARCH_STOP_TIMEOUT   seconds to wait after SIGTERM before SIGKILL (default 30)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 POM_DIR="$ROOT/scripts/search"
-HOME_DIR="$ROOT/.local/search"
+abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$ROOT/$1" ;; esac; }
+# Jars and compiled classes are shared by every home; the node's state is per home.
+BUILD_DIR="$ROOT/.local/search"
+HOME_DIR="$(abspath "${SEARCH_HOME_DIR:-.local/search}")"
 PID_FILE="$HOME_DIR/node.pid"
 ENGINE_FILE="$HOME_DIR/node.engine"
 PORT_FILE="$HOME_DIR/node.port"
@@ -32,6 +39,7 @@ DEFAULT_ENGINE=opensearch2
 HOST=127.0.0.1
 PORT="${ES_PORT:-9200}"
 START_TIMEOUT="${SEARCH_START_TIMEOUT:-120}"
+RECOVERY_TIMEOUT="${SEARCH_RECOVERY_TIMEOUT:-0}"
 STOP_TIMEOUT="${SEARCH_STOP_TIMEOUT:-30}"
 
 log() { printf '[elasticsearch.sh] %s\n' "$*" >&2; }
@@ -104,8 +112,8 @@ build_stamp() {
 
 ensure_built() {
   local engine="$1" java_home="$2"
-  local libs="$HOME_DIR/libs/$engine" classes="$HOME_DIR/classes/$engine"
-  local stamp_file="$HOME_DIR/classes/$engine.stamp" stamp
+  local libs="$BUILD_DIR/libs/$engine" classes="$BUILD_DIR/classes/$engine"
+  local stamp_file="$BUILD_DIR/classes/$engine.stamp" stamp
   stamp="$(build_stamp "$engine")"
   if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" && -d "$libs" && -d "$classes" ]] \
      && compgen -G "$libs/*.jar" >/dev/null; then
@@ -113,11 +121,11 @@ ensure_built() {
   fi
   command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to resolve $engine from Maven Central)"
   log "resolving $engine runner from Maven Central and compiling the node main (first run only) ..."
-  mkdir -p "$HOME_DIR"
+  mkdir -p "$BUILD_DIR"
   rm -rf "$libs" "$classes" "$stamp_file"
-  local t0=$SECONDS build_log="$HOME_DIR/build-$engine.log"
+  local t0=$SECONDS build_log="$BUILD_DIR/build-$engine.log"
   if ! JAVA_HOME="$java_home" mvn -B -q -Dstyle.color=never -f "$POM_DIR/pom.xml" -P"$engine" \
-        -Dsearch.home="$HOME_DIR" process-classes >"$build_log" 2>&1; then
+        -Dsearch.home="$BUILD_DIR" process-classes >"$build_log" 2>&1; then
     tail -n 40 "$build_log" >&2
     die "maven build for $engine failed (full output: $build_log)"
   fi
@@ -205,7 +213,7 @@ cmd_start() {
   printf '\n===== %s start %s (java %s) port %s =====\n' "$(date -u +%FT%TZ)" "$engine" "$java_home" "$PORT" >>"$LOG_FILE"
   cd "$HOME_DIR"
   nohup "$java_home/bin/java" "${jvm_opts[@]}" \
-    -cp "$HOME_DIR/classes/$engine:$HOME_DIR/libs/$engine/*" "$(main_class "$engine")" \
+    -cp "$BUILD_DIR/classes/$engine:$BUILD_DIR/libs/$engine/*" "$(main_class "$engine")" \
     >>"$LOG_FILE" 2>&1 </dev/null 9>&- &
   pid=$!
   cd - >/dev/null
@@ -217,8 +225,12 @@ cmd_start() {
   log "healthy after $((SECONDS - t0))s"
 }
 
+# Waits for green/yellow. SEARCH_START_TIMEOUT bounds the wait for a first HTTP answer; once
+# the node answers it may still be recovering its shards (red), which takes as long as the
+# data needs (a restart with a large index took 97 s): that wait is bounded only by
+# SEARCH_RECOVERY_TIMEOUT, and it ends at once if the process exits.
 wait_healthy() {
-  local pid="$1" deadline=$((SECONDS + START_TIMEOUT)) st
+  local pid="$1" deadline=$((SECONDS + START_TIMEOUT)) st answered_at="" last_note=0
   while :; do
     if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 60 "$LOG_FILE" >&2
@@ -230,9 +242,21 @@ wait_healthy() {
       log "cluster health: $st (http://$HOST:$PORT)"
       return 0
     fi
-    if (( SECONDS >= deadline )); then
+    if [[ -n "$st" ]]; then
+      if [[ -z "$answered_at" ]]; then
+        answered_at=$SECONDS
+        log "node answers (status $st); waiting for its shards to recover ..."
+      fi
+      if (( SECONDS - last_note >= 10 )); then
+        last_note=$SECONDS
+        log "recovering: $(health_json "$PORT" | sed -n 's/.*"active_shards_percent_as_number" *: *\([0-9.]*\).*/\1/p')% of shards active"
+      fi
+      if (( RECOVERY_TIMEOUT > 0 && SECONDS - answered_at >= RECOVERY_TIMEOUT )); then
+        die "search node still $st after ${RECOVERY_TIMEOUT}s of recovery; still running as pid $pid, log: $LOG_FILE"
+      fi
+    elif [[ -z "$answered_at" ]] && (( SECONDS >= deadline )); then
       tail -n 60 "$LOG_FILE" >&2
-      die "search node not green/yellow after ${START_TIMEOUT}s (last status: '${st:-no answer}'); still running as pid $pid, log: $LOG_FILE"
+      die "search node did not answer after ${START_TIMEOUT}s; still running as pid $pid, log: $LOG_FILE"
     fi
     sleep 0.5
   done
