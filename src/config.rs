@@ -26,6 +26,8 @@ pub struct JobConfig {
     pub progress: ProgressConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
+    #[serde(default)]
+    pub shutdown: ShutdownConfig,
 }
 
 /// Cluster layout; command-line options override it.
@@ -235,6 +237,28 @@ impl Default for ProgressConfig {
 
 fn default_progress_interval_ms() -> u64 {
     1_000
+}
+
+/// The graceful stop on SIGTERM or SIGINT.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// How long (milliseconds) a graceful stop may drain and flush before the process exits
+    /// anyway; below Kubernetes' `terminationGracePeriodSeconds` (60 s).
+    #[serde(default = "default_shutdown_grace_ms")]
+    pub grace_ms: u64,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            grace_ms: default_shutdown_grace_ms(),
+        }
+    }
+}
+
+fn default_shutdown_grace_ms() -> u64 {
+    45_000
 }
 
 /// The metrics and health endpoint.

@@ -575,3 +575,51 @@ fn an_unreachable_node_at_start_up_is_waited_for_with_the_reason_on_health() {
     );
     delete_index(&progress_index);
 }
+
+#[test]
+fn a_graceful_stop_that_cannot_drain_ends_within_its_bound_and_the_restart_is_exact() {
+    let _serial = serial();
+    let (case, index) = case("es-stop-bound");
+    let mut config = std::fs::read_to_string(&case.config).unwrap();
+    config = config.replacen("[dead_letter]", "[shutdown]\ngrace_ms = 3000\n\n[dead_letter]", 1);
+    std::fs::write(&case.config, config).unwrap();
+    let lines = generated_lines(case.dir.path(), 1_000, 1_000, 59);
+    let (first, rest) = lines.split_at(1_000);
+    case.produce(first, 2);
+    let mut job = case.spawn(&case.config, &[]);
+    let first_state = expected_state(first);
+    wait_until("the first records are written", Duration::from_secs(90), || {
+        index_content(&index).0 == first_state
+    });
+    // Writes refused: the drain cannot finish.
+    let block = |blocked: bool| {
+        let (status, body) = request(
+            Method::Put,
+            &format!("/{index}/_settings"),
+            Some(json!({"index.blocks.write": blocked})),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    block(true);
+    case.produce(rest, 2);
+    std::thread::sleep(Duration::from_secs(2));
+    let stop = std::process::Command::new("kill")
+        .args(["-TERM", &job.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let asked = std::time::Instant::now();
+    wait_until("the job stops within its bound", Duration::from_secs(10), || {
+        !job.is_running()
+    });
+    assert!(
+        asked.elapsed() >= Duration::from_millis(2_500),
+        "it drained for its grace period first"
+    );
+    let status = job.0.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{status:?}");
+
+    block(false);
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(index_content(&index).0, expected_state(&lines));
+}

@@ -85,7 +85,7 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
     let fingerprint = fingerprint(&["kafka", &config_text, &args.from, &args.stop_at_end.to_string()]);
     let cluster = args.cluster.resolve(Some(&config.cluster), fingerprint)?;
     cluster.timely_config()?;
-    crate::shutdown::install()?;
+    crate::shutdown::install(Duration::from_millis(config.shutdown.grace_ms))?;
     let metrics = Arc::new(Metrics::new());
     if !config.metrics.listen.is_empty() {
         crate::metrics::http::serve(&config.metrics.listen, metrics.clone())?;
