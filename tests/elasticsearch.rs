@@ -61,16 +61,7 @@ fn the_index_holds_exactly_the_brute_force_pairs() {
 #[test]
 fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
     let _serial = serial();
-    let (case, index) = case("es-node-down");
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            elasticsearch_index: Some(&index),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, index, port) = case_with_metrics("es-node-down");
     let lines = generated_lines(case.dir.path(), 2_000, 4_000, 37);
     let (first, rest) = lines.split_at(3_000);
     case.produce(first, 3);
@@ -259,22 +250,67 @@ fn the_campaigns_command_sorts_a_sellers_campaigns() {
     assert!(String::from_utf8(table.stdout).unwrap().contains("eligible products"));
 }
 
+/// A case whose job also serves `/metrics` and `/health` on a port of its own.
+fn case_with_metrics(name: &str) -> (KafkaCase, String, u16) {
+    let (case, index) = case(name);
+    let port = free_port();
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            elasticsearch_index: Some(&index),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
+    (case, index, port)
+}
+
+/// Rewrites the case's job config with `edit`.
+fn edit_config(case: &KafkaCase, edit: impl FnOnce(String) -> String) {
+    let config = std::fs::read_to_string(&case.config).unwrap();
+    std::fs::write(&case.config, edit(config)).unwrap();
+}
+
+/// Gives the job's progress record an index of its own (the section is the config's last).
+fn own_progress_index(case: &KafkaCase, index: &str) -> String {
+    let progress_index = format!("{index}-progress");
+    delete_index(&progress_index);
+    edit_config(case, |config| {
+        config + &format!("progress_index = {progress_index:?}\n")
+    });
+    progress_index
+}
+
+/// A product of seller `n` (and key `p-n`) that every campaign without criteria takes.
+fn product(n: u64) -> String {
+    format!(
+        r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
+    )
+}
+
+const CAMPAIGN: &str = r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#;
+
+/// Sets or lifts `index.blocks.write` on `index`.
+fn block_writes(index: &str, blocked: bool) {
+    let (status, body) = request(
+        Method::Put,
+        &format!("/{index}/_settings"),
+        Some(json!({"index.blocks.write": blocked})),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
 #[test]
 fn a_document_id_too_long_for_the_index_is_a_dead_letter_and_the_stream_goes_on() {
     let _serial = serial();
     let (case, index) = case("es-long-id");
     // `_id` is limited to 512 bytes; SPEC allows any non-empty campaign key.
     let long = format!("c-{}", "L".repeat(600));
-    let product = |key: &str, seller: u64| {
-        format!(
-            r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": {seller}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
-        )
-    };
     let mut lines: Vec<String> = vec![
         format!(r#"{{"topic": "campaigns", "key": "{long}", "value": {{}}}}"#),
-        r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into(),
-        product("p-1", 1),
-        product("p-2", 2),
+        CAMPAIGN.into(),
+        product(1),
+        product(2),
     ];
     case.produce(&lines, 1);
     let mut job = case.spawn(&case.config, &[]);
@@ -291,7 +327,7 @@ fn a_document_id_too_long_for_the_index_is_a_dead_letter_and_the_stream_goes_on(
     // A tombstone for the long campaign, then more records: the stream must go on.
     let more = vec![
         format!(r#"{{"topic": "campaigns", "key": "{long}", "value": null}}"#),
-        product("p-3", 3),
+        product(3),
     ];
     case.produce(&more, 1);
     lines.extend(more);
@@ -336,29 +372,10 @@ fn progress_offsets(progress_index: &str, id: &str) -> Option<i64> {
 #[test]
 fn a_progress_record_that_cannot_be_saved_is_retried_and_the_job_keeps_running() {
     let _serial = serial();
-    let (case, index) = case("es-progress-block");
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            elasticsearch_index: Some(&index),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
-    // The record gets an index of its own (the section is the config's last).
-    let progress_index = format!("{index}-progress");
-    delete_index(&progress_index);
-    let mut config = std::fs::read_to_string(&case.config).unwrap();
-    config += &format!("progress_index = {progress_index:?}\n");
-    std::fs::write(&case.config, config).unwrap();
+    let (case, index, port) = case_with_metrics("es-progress-block");
+    let progress_index = own_progress_index(&case, &index);
 
-    let product = |n: u64| {
-        format!(
-            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
-        )
-    };
-    let mut lines: Vec<String> = vec![r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into()];
+    let mut lines: Vec<String> = vec![CAMPAIGN.into()];
     lines.extend((1..=3).map(product));
     case.produce(&lines, 1);
     let mut job = case.spawn(&case.config, &[]);
@@ -366,15 +383,7 @@ fn a_progress_record_that_cannot_be_saved_is_retried_and_the_job_keeps_running()
         progress_offsets(&progress_index, &index) == Some(lines.len() as i64)
     });
 
-    let block = |blocked: bool| {
-        let (status, body) = request(
-            Method::Put,
-            &format!("/{progress_index}/_settings"),
-            Some(json!({"index.blocks.write": blocked})),
-        );
-        assert_eq!(status, 200, "{body}");
-    };
-    block(true);
+    block_writes(&progress_index, true);
     let more: Vec<String> = (4..=6).map(product).collect();
     case.produce(&more, 1);
     lines.extend(more);
@@ -389,7 +398,7 @@ fn a_progress_record_that_cannot_be_saved_is_retried_and_the_job_keeps_running()
     assert!(job.is_running(), "a refused save must not stop the job");
     assert_eq!(progress_offsets(&progress_index, &index), Some(4), "the block holds");
 
-    block(false);
+    block_writes(&progress_index, false);
     wait_until("the record is saved after the block", Duration::from_secs(60), || {
         progress_offsets(&progress_index, &index) == Some(lines.len() as i64)
     });
@@ -416,29 +425,12 @@ fn consumer_lag(port: u16) -> Option<i64> {
 #[test]
 fn consumer_lag_grows_while_a_blocked_sink_holds_the_reading_back() {
     let _serial = serial();
-    let (case, index) = case("es-lag");
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            elasticsearch_index: Some(&index),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, index, port) = case_with_metrics("es-lag");
     // Stop reading soon after the sink stops acknowledging.
-    let config = std::fs::read_to_string(&case.config).unwrap().replacen(
-        "[kafka]\n",
-        "[kafka]\nmax_unacknowledged_ms = 300\n",
-        1,
-    );
-    std::fs::write(&case.config, config).unwrap();
-    let product = |n: u64| {
-        format!(
-            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
-        )
-    };
-    let mut lines: Vec<String> = vec![r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into()];
+    edit_config(&case, |config| {
+        config.replacen("[kafka]\n", "[kafka]\nmax_unacknowledged_ms = 300\n", 1)
+    });
+    let mut lines: Vec<String> = vec![CAMPAIGN.into()];
     lines.extend((1..=3).map(product));
     case.produce(&lines, 1);
     let mut job = case.spawn(&case.config, &[]);
@@ -450,15 +442,7 @@ fn consumer_lag_grows_while_a_blocked_sink_holds_the_reading_back() {
         consumer_lag(port) == Some(0)
     });
 
-    let block = |blocked: bool| {
-        let (status, body) = request(
-            Method::Put,
-            &format!("/{index}/_settings"),
-            Some(json!({"index.blocks.write": blocked})),
-        );
-        assert_eq!(status, 200, "{body}");
-    };
-    block(true);
+    block_writes(&index, true);
     // Enough records over time that the source is held back well before the last.
     for round in 0..4u64 {
         let more: Vec<String> = (0..50).map(|n| product(100 + round * 50 + n)).collect();
@@ -469,7 +453,7 @@ fn consumer_lag_grows_while_a_blocked_sink_holds_the_reading_back() {
     wait_until("the lag shows the records not read", Duration::from_secs(30), || {
         consumer_lag(port).is_some_and(|lag| lag >= 100)
     });
-    block(false);
+    block_writes(&index, false);
     let all = expected_state(&lines);
     wait_until("the index catches up after the block", Duration::from_secs(90), || {
         index_content(&index).0 == all
@@ -485,41 +469,24 @@ fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
     let _serial = serial();
     let (case, index) = case("es-resume");
     // The default longest retry delay: what made a recovered node wait ~40 s.
-    let config = std::fs::read_to_string(&case.config)
-        .unwrap()
-        .replace("retry_max_ms = 2000", "retry_max_ms = 30000");
-    std::fs::write(&case.config, config).unwrap();
-    let product = |n: u64| {
-        format!(
-            r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": 5}}}}"#
-        )
-    };
-    let mut lines: Vec<String> = vec![
-        r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.into(),
-        product(1),
-    ];
+    edit_config(&case, |config| {
+        config.replace("retry_max_ms = 2000", "retry_max_ms = 30000")
+    });
+    let mut lines: Vec<String> = vec![CAMPAIGN.into(), product(1)];
     case.produce(&lines, 1);
     let mut job = case.spawn(&case.config, &[]);
     let first = expected_state(&lines);
     wait_until("the first pair is written", Duration::from_secs(90), || {
         index_content(&index).0 == first
     });
-    let block = |blocked: bool| {
-        let (status, body) = request(
-            Method::Put,
-            &format!("/{index}/_settings"),
-            Some(json!({"index.blocks.write": blocked})),
-        );
-        assert_eq!(status, 200, "{body}");
-    };
-    block(true);
+    block_writes(&index, true);
     // Writes refused for long enough that their backoff reaches the longest delay.
     for n in 2..=6 {
         lines.push(product(n));
         case.produce(&lines[lines.len() - 1..], 1);
         std::thread::sleep(Duration::from_secs(7));
     }
-    block(false);
+    block_writes(&index, false);
     let all = expected_state(&lines);
     wait_until(
         "the index has caught up soon after the block",
@@ -532,21 +499,8 @@ fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
 #[test]
 fn an_unreachable_node_at_start_up_is_waited_for_with_the_reason_on_health() {
     let _serial = serial();
-    let (case, index) = case("es-start-wait");
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            elasticsearch_index: Some(&index),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
-    let progress_index = format!("{index}-progress");
-    delete_index(&progress_index);
-    let mut config = std::fs::read_to_string(&case.config).unwrap();
-    config += &format!("progress_index = {progress_index:?}\n");
-    std::fs::write(&case.config, config).unwrap();
+    let (case, index, port) = case_with_metrics("es-start-wait");
+    let progress_index = own_progress_index(&case, &index);
     let lines = generated_lines(case.dir.path(), 500, 500, 53);
     case.produce(&lines, 2);
 
@@ -580,9 +534,9 @@ fn an_unreachable_node_at_start_up_is_waited_for_with_the_reason_on_health() {
 fn a_graceful_stop_that_cannot_drain_ends_within_its_bound_and_the_restart_is_exact() {
     let _serial = serial();
     let (case, index) = case("es-stop-bound");
-    let mut config = std::fs::read_to_string(&case.config).unwrap();
-    config = config.replacen("[dead_letter]", "[shutdown]\ngrace_ms = 3000\n\n[dead_letter]", 1);
-    std::fs::write(&case.config, config).unwrap();
+    edit_config(&case, |config| {
+        config.replacen("[dead_letter]", "[shutdown]\ngrace_ms = 3000\n\n[dead_letter]", 1)
+    });
     let lines = generated_lines(case.dir.path(), 1_000, 1_000, 59);
     let (first, rest) = lines.split_at(1_000);
     case.produce(first, 2);
@@ -592,15 +546,7 @@ fn a_graceful_stop_that_cannot_drain_ends_within_its_bound_and_the_restart_is_ex
         index_content(&index).0 == first_state
     });
     // Writes refused: the drain cannot finish.
-    let block = |blocked: bool| {
-        let (status, body) = request(
-            Method::Put,
-            &format!("/{index}/_settings"),
-            Some(json!({"index.blocks.write": blocked})),
-        );
-        assert_eq!(status, 200, "{body}");
-    };
-    block(true);
+    block_writes(&index, true);
     case.produce(rest, 2);
     std::thread::sleep(Duration::from_secs(2));
     let stop = std::process::Command::new("kill")
@@ -619,7 +565,7 @@ fn a_graceful_stop_that_cannot_drain_ends_within_its_bound_and_the_restart_is_ex
     let status = job.0.wait().unwrap();
     assert_eq!(status.code(), Some(143), "{status:?}");
 
-    block(false);
+    block_writes(&index, false);
     case.run_to_end(&case.config, &[]);
     assert_eq!(index_content(&index).0, expected_state(&lines));
 }
