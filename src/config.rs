@@ -90,6 +90,10 @@ pub struct KafkaConfig {
     /// acknowledged before the job stops reading.
     #[serde(default = "default_max_unacknowledged_ms")]
     pub max_unacknowledged_ms: u64,
+    /// How many records of closed batches a worker may have read and not yet had
+    /// acknowledged before it stops reading: bounds the memory a backlog can fill.
+    #[serde(default = "default_max_unacknowledged_records")]
+    pub max_unacknowledged_records: u64,
 }
 
 fn default_products_topic() -> String {
@@ -108,6 +112,10 @@ fn default_max_unacknowledged_ms() -> u64 {
     30_000
 }
 
+fn default_max_unacknowledged_records() -> u64 {
+    100_000
+}
+
 impl KafkaConfig {
     /// Every default, with these brokers.
     pub fn for_brokers(brokers: &str) -> Self {
@@ -118,6 +126,7 @@ impl KafkaConfig {
             client: BTreeMap::new(),
             client_env: BTreeMap::new(),
             rehydration_chunk_records: default_rehydration_chunk_records(),
+            max_unacknowledged_records: default_max_unacknowledged_records(),
             max_unacknowledged_ms: default_max_unacknowledged_ms(),
         }
     }

@@ -569,3 +569,48 @@ fn a_graceful_stop_that_cannot_drain_ends_within_its_bound_and_the_restart_is_ex
     case.run_to_end(&case.config, &[]);
     assert_eq!(index_content(&index).0, expected_state(&lines));
 }
+
+/// `eligibility_records_read_total` of `/metrics`.
+fn records_read(port: u16) -> Option<u64> {
+    let (_, metrics) = http_get(port, "/metrics")?;
+    metrics
+        .lines()
+        .find(|line| line.starts_with("eligibility_records_read_total "))?
+        .rsplit(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn a_backlog_behind_a_blocked_sink_is_read_only_up_to_the_record_bound() {
+    let _serial = serial();
+    let (case, index, port) = case_with_metrics("es-backlog");
+    edit_config(&case, |config| {
+        config.replacen("[kafka]\n", "[kafka]\nmax_unacknowledged_records = 300\n", 1)
+    });
+    let mut lines: Vec<String> = vec![CAMPAIGN.into(), product(1)];
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    let first = expected_state(&lines);
+    wait_until("the first pair is written", Duration::from_secs(90), || {
+        index_content(&index).0 == first
+    });
+    block_writes(&index, true);
+    let backlog = generated_lines(case.dir.path(), 10_000, 20_000, 61);
+    case.produce(&backlog, 1);
+    lines.extend(backlog);
+    std::thread::sleep(Duration::from_secs(8));
+    // At most the bound, one batch being filled and one poll's budget (8192) past it.
+    let read = records_read(port).unwrap();
+    assert!(
+        read < 2 + 300 + 200 + 8_192,
+        "{read} records read behind a blocked sink"
+    );
+    block_writes(&index, false);
+    let all = expected_state(&lines);
+    wait_until("the index catches up after the block", Duration::from_secs(180), || {
+        index_content(&index).0 == all
+    });
+    job.kill();
+}

@@ -22,6 +22,7 @@ pub mod lag;
 pub mod start;
 pub mod topics;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -129,6 +130,10 @@ impl SourceFactory for KafkaSourceFactory {
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
+            max_unacknowledged_records: self.kafka.max_unacknowledged_records,
+            unacknowledged: VecDeque::new(),
+            unacknowledged_records: 0,
+            records_floor: LIVE_TIME_BASE,
             metrics: self.metrics.clone(),
             batch_records: 0,
             next_partition: 0,
@@ -240,6 +245,15 @@ pub struct KafkaSource {
     chunks: ChunkClock,
     batches: BatchClock,
     max_unacknowledged: u64,
+    /// How many records of closed live batches may wait for the sinks' acknowledgement.
+    max_unacknowledged_records: u64,
+    /// Closed live batches that may not be acknowledged yet: (time, records).
+    unacknowledged: VecDeque<(Time, u64)>,
+    unacknowledged_records: u64,
+    /// The time every batch below which must be acknowledged before reading on, so that
+    /// at most `max_unacknowledged_records` wait: a backlog read at full speed would
+    /// otherwise put `max_unacknowledged_ms` of it (millions of records) in memory at once.
+    records_floor: Time,
     metrics: Arc<Metrics>,
     batch_records: u64,
     next_partition: usize,
@@ -311,6 +325,19 @@ impl KafkaSource {
     fn closed_batch(&mut self, time: Time) -> SourceRecord {
         self.metrics.batches_closed.inc();
         self.metrics.batch_records.observe(self.batch_records as f64);
+        if self.phase == Phase::Live {
+            self.unacknowledged.push_back((time, self.batch_records));
+            self.unacknowledged_records += self.batch_records;
+            // The job loop waits for the floor before it polls again, so the batches
+            // below it are acknowledged once reading resumes.
+            while self.unacknowledged_records > self.max_unacknowledged_records {
+                let Some((oldest, records)) = self.unacknowledged.pop_front() else {
+                    break;
+                };
+                self.unacknowledged_records -= records;
+                self.records_floor = self.records_floor.max(oldest + 1);
+            }
+        }
         self.batch_records = 0;
         let checkpoints = self
             .partitions
@@ -481,7 +508,8 @@ impl Source for KafkaSource {
             Phase::Live => self
                 .frontier()
                 .saturating_sub(self.max_unacknowledged)
-                .max(LIVE_TIME_BASE),
+                .max(LIVE_TIME_BASE)
+                .max(self.records_floor),
         }
     }
 }
