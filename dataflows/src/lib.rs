@@ -4,11 +4,13 @@
 
 pub mod decode;
 pub mod eligibility;
+pub mod hashing;
 pub mod model;
 pub mod number;
 pub mod operators;
 pub mod reference;
 pub mod rule;
+pub mod state;
 
 pub use eligibility::render_eligibility;
 pub use model::{Campaign, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};

@@ -16,18 +16,37 @@ pub type CampaignId = String;
 
 /// A product id as the dataflow keys it: a 128-bit hash (XXH3) of the text id.
 ///
-/// Product ids key the largest arrangement; as integers they sort without `memcmp` and
-/// take 16 bytes instead of a heap string. Two of n ids collide with a chance of about
+/// Product ids key the largest state; as integers they hash and compare without `memcmp`
+/// and take 16 bytes instead of a heap string. Two of n ids collide with a chance of about
 /// n²/2¹²⁹ (10⁻²¹ for a billion products). The key never leaves the running job: its
-/// state is rebuilt from the changelogs at every start.
+/// state is rebuilt from the changelogs at every start. Two `u64` halves rather than a
+/// `u128`, whose 16-byte alignment would pad every (key, product) entry by 8 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ProductKey(pub u128);
+pub struct ProductKey(pub [u64; 2]);
 
 impl ProductKey {
     /// The key of a product id; the same id gives the same key in every process.
     pub fn of(id: &str) -> Self {
-        ProductKey(xxhash_rust::xxh3::xxh3_128(id.as_bytes()))
+        let hash = xxhash_rust::xxh3::xxh3_128(id.as_bytes());
+        ProductKey([hash as u64, (hash >> 64) as u64])
     }
+
+    /// Which worker holds the product: the low half, already uniformly spread.
+    pub fn route(&self) -> u64 {
+        self.0[0]
+    }
+}
+
+/// A campaign as the hot path names it: a 64-bit hash (XXH3) of its id.
+///
+/// Pairs are counted under the tag, an integer, and get their text id only when written.
+/// Two of n campaign ids share a tag with a chance of about n²/2⁶⁵ (10⁻¹³ for a
+/// thousand); they would then share pairs, accepted for the speed.
+pub type Tag = u64;
+
+/// The tag of a campaign id; the same in every process.
+pub fn tag_of(campaign_id: &str) -> Tag {
+    xxhash_rust::xxh3::xxh3_64(campaign_id.as_bytes())
 }
 
 pub type SellerId = u64;

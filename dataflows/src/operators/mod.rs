@@ -1,9 +1,11 @@
 //! The dataflow's own operators, one per file, each an extension of a stream or collection.
 
-pub mod latest_per_key;
+pub mod eligible_pairs;
 pub mod pair_changes;
+pub mod pair_totals;
 pub mod reconcile;
+pub mod upsert;
 
-pub use latest_per_key::{LatestPerKey, Upsert};
 pub use pair_changes::PairChanges;
 pub use reconcile::ReconcileWithHeld;
+pub use upsert::Upsert;

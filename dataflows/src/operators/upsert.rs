@@ -1,25 +1,15 @@
-//! Keeps, per key and logical time, only the last of several upserts.
+//! Changelog records, and the last of several for one key within a logical time.
 //!
-//! Within one batch the last valid record for a key wins (SPEC.md). Differential's
-//! `arrange_from_upsert` breaks ties between updates at the same time by the greatest
-//! value instead, so this operator resolves them first, by the sequence number the source
-//! gave each record (its line number or Kafka offset). Records are exchanged by the hash
-//! of their key, the same routing `arrange_from_upsert` uses, so no record moves twice.
-//!
-//! Invariant: for each (key, time) at most one update leaves, and only once the input
-//! frontier has passed that time, so no later record for it can still arrive.
+//! Within one batch the last valid record for a key wins (SPEC.md). Records of one key and
+//! time may reach an operator in any order (from several workers), so it keeps the record
+//! with the greatest sequence number the source gave it (its line number or Kafka offset).
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-use differential_dataflow::{ExchangeData, Hashable};
 use serde::{Deserialize, Serialize};
-use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::{Capability, Operator};
-use timely::dataflow::Stream;
 
-use crate::model::Time;
+use crate::hashing::FastMap;
 
 /// One changelog record for the dataflow: `value: None` is a tombstone.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -30,57 +20,61 @@ pub struct Upsert<K, V> {
     pub value: Option<V>,
 }
 
-/// Extension trait: the last upsert per key and time.
-pub trait LatestPerKey<'scope, K, V> {
-    /// Emits `(key, value, time)` for the greatest `seq` of each key at each time.
-    fn latest_per_key(self, name: &str) -> Stream<'scope, Time, Vec<(K, Option<V>, Time)>>;
+/// The records of one logical time, the last one per key.
+pub struct LatestUpserts<K, V> {
+    latest: FastMap<K, (u64, Option<V>)>,
 }
 
-impl<'scope, K, V> LatestPerKey<'scope, K, V> for Stream<'scope, Time, Vec<Upsert<K, V>>>
-where
-    K: ExchangeData + Hashable + Hash,
-    V: ExchangeData,
-{
-    fn latest_per_key(self, name: &str) -> Stream<'scope, Time, Vec<(K, Option<V>, Time)>> {
-        let exchange = Exchange::new(|update: &Upsert<K, V>| update.key.hashed().into());
-        self.unary_frontier(exchange, name, |_capability, _info| {
-            type Latest<K, V> = HashMap<K, (u64, Option<V>)>;
-            let mut pending: BTreeMap<Time, (Capability<Time>, Latest<K, V>)> = BTreeMap::new();
-            move |(input, frontier), output| {
-                input.for_each(|capability, data| {
-                    let Some(time) = capability.least().copied() else {
-                        return;
-                    };
-                    let (_, latest) = pending.entry(time).or_insert_with(|| {
-                        (
-                            capability.retain_least(0).expect("stamp has a least time"),
-                            HashMap::new(),
-                        )
-                    });
-                    for update in data.drain(..) {
-                        match latest.entry(update.key) {
-                            Entry::Occupied(mut held) => {
-                                if held.get().0 < update.seq {
-                                    held.insert((update.seq, update.value));
-                                }
-                            }
-                            Entry::Vacant(slot) => {
-                                slot.insert((update.seq, update.value));
-                            }
-                        }
-                    }
-                });
-                while let Some(entry) = pending.first_entry() {
-                    if frontier.less_equal(entry.key()) {
-                        break;
-                    }
-                    let (time, (capability, latest)) = entry.remove_entry();
-                    let mut session = output.session(&capability);
-                    for (key, (_seq, value)) in latest {
-                        session.give((key, value, time));
-                    }
+impl<K: Hash + Eq, V> Default for LatestUpserts<K, V> {
+    fn default() -> Self {
+        LatestUpserts {
+            latest: FastMap::default(),
+        }
+    }
+}
+
+impl<K: Hash + Eq, V> LatestUpserts<K, V> {
+    /// Keeps `update` unless a later record for its key is already here.
+    pub fn offer(&mut self, update: Upsert<K, V>) {
+        match self.latest.entry(update.key) {
+            Entry::Occupied(mut held) => {
+                if held.get().0 < update.seq {
+                    held.insert((update.seq, update.value));
                 }
             }
-        })
+            Entry::Vacant(slot) => {
+                slot.insert((update.seq, update.value));
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty()
+    }
+
+    /// The winning records, in no particular order.
+    pub fn into_latest(self) -> impl Iterator<Item = (K, Option<V>)> {
+        self.latest.into_iter().map(|(key, (_seq, value))| (key, value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_greatest_sequence_number_wins_in_any_arrival_order() {
+        let mut latest = LatestUpserts::default();
+        for (seq, value) in [(3, Some("c")), (1, Some("a")), (5, None), (4, Some("d"))] {
+            latest.offer(Upsert { key: "k", seq, value });
+        }
+        latest.offer(Upsert {
+            key: "other",
+            seq: 0,
+            value: Some("x"),
+        });
+        let mut winners: Vec<_> = latest.into_latest().collect();
+        winners.sort();
+        assert_eq!(winners, vec![("k", None), ("other", Some("x"))]);
     }
 }

@@ -1,0 +1,185 @@
+//! The campaigns, as every worker holds them: by id, and the active ones by predicate key.
+//!
+//! Campaigns are few (hundreds) and products many, so every worker keeps every campaign
+//! and a product meets its candidates with three hash lookups, on the worker that holds
+//! it, without moving. A candidate is a small handle into a slab: the criteria are looked
+//! up, never copied or compared on the hot path.
+
+use crate::hashing::FastMap;
+use crate::model::{tag_of, Campaign, CampaignId, Product, Tag};
+use crate::rule::{index_campaign, CampaignIndex, PredicateKey};
+
+type Handle = u32;
+
+/// An active campaign as products meet it.
+pub struct ActiveCampaign {
+    pub tag: Tag,
+    /// The criteria left to check once a product meets the campaign under its key.
+    pub residual: Campaign,
+    keys: Vec<PredicateKey>,
+}
+
+struct Stored {
+    campaign: Campaign,
+    handle: Option<Handle>,
+}
+
+#[derive(Default)]
+pub struct CampaignTable {
+    by_id: FastMap<CampaignId, Stored>,
+    slots: Vec<Option<ActiveCampaign>>,
+    free: Vec<Handle>,
+    by_key: FastMap<PredicateKey, Vec<Handle>>,
+    /// Active campaigns with no list criterion: candidates for every product.
+    unrestricted: Vec<Handle>,
+}
+
+impl CampaignTable {
+    /// Replaces the campaign `id` (`None` deletes it) and returns what was there.
+    pub fn upsert(&mut self, id: &CampaignId, new: Option<Campaign>) -> Option<Campaign> {
+        let old = match self.by_id.remove(id) {
+            Some(stored) => {
+                if let Some(handle) = stored.handle {
+                    self.unindex(handle);
+                }
+                Some(stored.campaign)
+            }
+            None => None,
+        };
+        if let Some(campaign) = new {
+            let handle = index_campaign(&campaign).map(|index| self.index(tag_of(id), index));
+            self.by_id.insert(id.clone(), Stored { campaign, handle });
+        }
+        old
+    }
+
+    /// Calls `meet` with every active campaign that `product` may join: those indexed
+    /// under one of its keys, and the unrestricted ones. Each at most once.
+    pub fn candidates<'a>(&'a self, product: &Product, mut meet: impl FnMut(&'a ActiveCampaign)) {
+        let keyed = product
+            .predicate_keys()
+            .into_iter()
+            .filter_map(|key| self.by_key.get(&key))
+            .flatten();
+        for &handle in keyed.chain(&self.unrestricted) {
+            if let Some(active) = &self.slots[handle as usize] {
+                meet(active);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    fn index(&mut self, tag: Tag, index: CampaignIndex) -> Handle {
+        let (keys, residual) = match index {
+            CampaignIndex::Keys(keys, residual) => (keys, residual),
+            CampaignIndex::EveryCategory(residual) => (Vec::new(), residual),
+        };
+        let handle = match self.free.pop() {
+            Some(handle) => handle,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as Handle
+            }
+        };
+        if keys.is_empty() {
+            self.unrestricted.push(handle);
+        }
+        for key in &keys {
+            self.by_key.entry(*key).or_default().push(handle);
+        }
+        self.slots[handle as usize] = Some(ActiveCampaign { tag, residual, keys });
+        handle
+    }
+
+    fn unindex(&mut self, handle: Handle) {
+        let Some(active) = self.slots[handle as usize].take() else {
+            return;
+        };
+        if active.keys.is_empty() {
+            remove_handle(&mut self.unrestricted, handle);
+        }
+        for key in &active.keys {
+            if let Some(handles) = self.by_key.get_mut(key) {
+                remove_handle(handles, handle);
+                if handles.is_empty() {
+                    self.by_key.remove(key);
+                }
+            }
+        }
+        self.free.push(handle);
+    }
+}
+
+/// Removes a handle from a short list whose order does not matter.
+fn remove_handle(handles: &mut Vec<Handle>, handle: Handle) {
+    if let Some(position) = handles.iter().position(|h| *h == handle) {
+        handles.swap_remove(position);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::IdSet;
+
+    fn product(seller_id: u64, category_id: u64, brand_id: u64) -> Product {
+        Product {
+            seller_id,
+            category_id,
+            brand_id,
+            price_minor: 100,
+            stock: 1,
+        }
+    }
+
+    fn tags(table: &CampaignTable, product: &Product) -> Vec<Tag> {
+        let mut tags = Vec::new();
+        table.candidates(product, |active| tags.push(active.tag));
+        tags.sort();
+        tags
+    }
+
+    #[test]
+    fn candidates_follow_edits_deactivation_and_deletes() {
+        let mut table = CampaignTable::default();
+        let (a, b, c) = ("a".to_owned(), "b".to_owned(), "c".to_owned());
+        let by_category = Campaign {
+            category_ids: IdSet::new(vec![1, 2]),
+            ..Campaign::unrestricted()
+        };
+        assert_eq!(table.upsert(&a, Some(by_category.clone())), None);
+        table.upsert(&b, Some(Campaign::unrestricted()));
+        let by_brand = Campaign {
+            brand_ids: IdSet::new(vec![9]),
+            ..Campaign::unrestricted()
+        };
+        table.upsert(&c, Some(by_brand));
+        let mut all = vec![tag_of("a"), tag_of("b"), tag_of("c")];
+        all.sort();
+        assert_eq!(tags(&table, &product(5, 1, 9)), all);
+        assert_eq!(tags(&table, &product(5, 3, 8)), vec![tag_of("b")]);
+
+        // Deactivated: still known by id, no longer a candidate.
+        let inactive = Campaign {
+            active: false,
+            ..by_category.clone()
+        };
+        assert_eq!(table.upsert(&a, Some(inactive.clone())), Some(by_category));
+        assert!(!tags(&table, &product(5, 1, 8)).contains(&tag_of("a")));
+        assert_eq!(table.len(), 3);
+        assert_eq!(table.upsert(&a, None), Some(inactive));
+        assert_eq!(table.upsert(&b, None), Some(Campaign::unrestricted()));
+        assert!(tags(&table, &product(5, 1, 8)).is_empty());
+        assert!(table.by_key.keys().all(|key| *key == PredicateKey::Brand(9)));
+        // Freed slots are reused.
+        table.upsert(&a, Some(Campaign::unrestricted()));
+        assert_eq!(table.slots.len(), 3);
+    }
+}
