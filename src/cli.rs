@@ -37,6 +37,12 @@ pub enum Command {
     /// Measure the engine against per-pair recompute, per-campaign aggregation and a
     /// hand-written incremental implementation, on the same marketplace in memory.
     Bench(BenchArgs),
+    /// One bench implementation in a process of its own (the bench runs it).
+    #[command(hide = true)]
+    BenchChild(BenchChildArgs),
+    /// File mode written by hand, which the bench measures `run --input` against.
+    #[command(hide = true)]
+    BenchFileBaseline(BenchFileBaselineArgs),
 }
 
 /// Cluster layout, shared by every command that starts timely workers. Each option
@@ -243,6 +249,37 @@ pub struct BenchArgs {
     /// of its own (sellers scale along), and plot figures against products.
     #[arg(long, value_delimiter = ',')]
     pub sweep: Vec<u64>,
+    /// Events after the initial load in the file-mode comparison's event log.
+    #[arg(long, default_value_t = 100_000)]
+    pub file_updates: u64,
+    /// Lines per logical time in the file-mode comparison.
+    #[arg(long, default_value_t = 10_000)]
+    pub file_batch_size: u64,
+    /// Skip the file-mode comparison (`eligibility run` against a hand-written equivalent).
+    #[arg(long)]
+    pub no_file_mode: bool,
+    /// Folder for the file-mode event log and outputs [default: a new one in the temp dir].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchChildArgs {
+    /// The task, as JSON (`bench::child::ChildTask`).
+    #[arg(long)]
+    pub task: String,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFileBaselineArgs {
+    #[arg(long)]
+    pub input: PathBuf,
+    #[arg(long)]
+    pub output: PathBuf,
+    #[arg(long)]
+    pub dead_letter: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: u64,
 }
 
 #[derive(Args, Debug)]
@@ -347,6 +384,8 @@ pub fn main() -> ExitCode {
         Command::Produce(args) => commands::produce::run(args),
         Command::Campaigns(args) => commands::campaigns::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::BenchChild(args) => commands::bench::run_child(args),
+        Command::BenchFileBaseline(args) => commands::bench::run_file_baseline(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

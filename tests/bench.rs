@@ -1,13 +1,15 @@
 //! The bench on a small marketplace: every implementation agrees with a brute-force
 //! recount, the engine writes exactly the pairs that changed, and the plots are drawn.
 
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use dataflows::reference::ReferenceState;
 use eligibility::bench::baselines::incremental::Incremental;
 use eligibility::bench::baselines::recompute::{Recompute, Strategy};
 use eligibility::bench::baselines::Implementation;
-use eligibility::bench::report::Kind;
+use eligibility::bench::report::{BenchReport, Kind};
 use eligibility::bench::workload::{Workload, WorkloadSpec};
 use eligibility::bench::{self, plot, BenchOptions, Phase};
 use eligibility::generate::MarketplaceSpec;
@@ -62,6 +64,11 @@ fn every_baseline_matches_a_brute_force_recount() {
     }
 }
 
+/// The binary every implementation runs in, re-executed as the bench does.
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_eligibility"))
+}
+
 fn options(seed: u64, baseline_budget: Duration) -> BenchOptions {
     BenchOptions {
         workload: spec(seed),
@@ -69,6 +76,8 @@ fn options(seed: u64, baseline_budget: Duration) -> BenchOptions {
         json_feed: true,
         baseline_budget,
         baselines: true,
+        exe: exe(),
+        file_mode: None,
     }
 }
 
@@ -110,6 +119,24 @@ fn a_fully_timed_run_writes_only_what_changed_and_draws_its_plots() {
     );
     assert!(report.memory.engine_state_bytes_per_product > 0.0);
     assert!(report.to_markdown().contains("| engine, 2 worker(s) |"));
+    // Each implementation's own process was measured, and held at least the workload.
+    let workload = &report.workload;
+    assert!(workload.process.peak_rss_bytes >= workload.resident_after_build_bytes);
+    assert!(workload.resident_after_build_bytes > 0);
+    for implementation in &report.implementations {
+        let process = &implementation.process;
+        assert!(process.wall_seconds > 0.0, "{}", implementation.name);
+        assert!(
+            process.peak_rss_bytes >= workload.resident_after_build_bytes,
+            "{}: {} < {}",
+            implementation.name,
+            process.peak_rss_bytes,
+            workload.resident_after_build_bytes
+        );
+        assert!(implementation.phases.iter().all(|p| p.peak_rss_bytes > 0));
+    }
+    let markdown = report.to_markdown();
+    assert!(markdown.contains("#### processes") && markdown.contains("#### engine / hand-written incremental"));
 
     let dir = tempfile::tempdir().unwrap();
     plot::run_plots(&report, dir.path()).unwrap();
@@ -140,4 +167,110 @@ fn a_spent_budget_samples_one_batch_and_the_baselines_still_agree() {
     assert_eq!((sampled.batches_timed, sampled.batches_total), (1, 200));
     let engine = report.engine(2).unwrap();
     assert!(engine.phases.iter().all(|p| p.batches_timed == p.batches_total));
+}
+
+#[test]
+fn file_mode_outputs_match_and_every_process_is_measured() {
+    // The whole command, as a user runs it: the bench is the parent of every measured
+    // process, and fails unless `eligibility run` writes the hand-written baseline's bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let output = Command::new(exe())
+        .args([
+            "bench",
+            "--products",
+            "2000",
+            "--sellers",
+            "40",
+            "--categories",
+            "30",
+            "--brands",
+            "50",
+        ])
+        .args([
+            "--campaigns",
+            "15",
+            "--seed",
+            "6",
+            "--batch-sizes",
+            "100",
+            "--updates-per-batch-size",
+            "300",
+        ])
+        .args(["--load-batch-size", "500", "--no-json-feed", "--baseline-budget", "1s"])
+        .args(["--file-updates", "3000", "--file-batch-size", "250"])
+        .arg("--work-dir")
+        .arg(dir.path().join("work"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let report: BenchReport = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let file_mode = report.file_mode.as_ref().expect("file mode runs by default");
+    assert!(file_mode.outputs_identical);
+    assert!(file_mode.change_log_bytes > 0 && file_mode.dead_letter_bytes > 0);
+    let names: Vec<&str> = file_mode.runs.iter().map(|run| run.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["hand-written incremental", "engine, 1 worker(s)", "engine, 2 worker(s)"]
+    );
+    for run in &file_mode.runs {
+        assert!(
+            run.process.peak_rss_bytes > 0 && run.process.wall_seconds > 0.0,
+            "{}",
+            run.name
+        );
+        let wall = run.process.wall_seconds / file_mode.runs[0].process.wall_seconds;
+        assert!((run.wall_vs_baseline - wall).abs() < 1e-9, "{}", run.name);
+        assert!(run.peak_rss_vs_baseline > 0.0, "{}", run.name);
+    }
+    let (wall, rss) = file_mode.two_workers_vs_one.expect("1 and 2 workers ran");
+    assert!(wall > 0.0 && rss > 0.0);
+    // The bench parent stays far below what it measures: the floor under each figure.
+    let incremental = report.implementation(&Kind::Incremental).unwrap();
+    assert!(report.peak_resident_bytes < incremental.process.peak_rss_bytes);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("#### file mode") && stdout.contains("2 workers over 1"),
+        "{stdout}"
+    );
+    assert!(!dir.path().join("work/events.jsonl").exists(), "the log is removed");
+}
+
+#[test]
+fn the_hand_written_file_mode_writes_what_the_engine_writes() {
+    // Small batches split the log's updates, malformed lines and repeated keys many ways.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("events.jsonl");
+    let generated = Command::new(exe())
+        .args(["generate", "--products", "1500", "--sellers", "30", "--campaigns", "12"])
+        .args(["--updates", "4000", "--malformed", "0.02", "--seed", "9", "--output"])
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(generated.success());
+    let outputs = |name: &str, command: &[&str]| {
+        let (changes, letters) = (
+            dir.path().join(format!("{name}.changes")),
+            dir.path().join(format!("{name}.dead")),
+        );
+        let status = Command::new(exe())
+            .args(command)
+            .args(["--batch-size", "7", "--input"])
+            .arg(&log)
+            .arg("--output")
+            .arg(&changes)
+            .arg("--dead-letter")
+            .arg(&letters)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}");
+        (std::fs::read(changes).unwrap(), std::fs::read(letters).unwrap())
+    };
+    let (base_changes, base_letters) = outputs("hand-written", &["bench-file-baseline"]);
+    let (engine_changes, engine_letters) = outputs("engine", &["run", "--log", "warn", "--progress-secs", "0"]);
+    assert!(base_changes.len() > 10_000 && !base_letters.is_empty());
+    assert!(base_changes == engine_changes, "the change logs differ");
+    assert!(base_letters == engine_letters, "the dead letters differ");
 }

@@ -81,7 +81,7 @@ pub fn run(
             let local = collected.clone();
             let counter = writes.clone();
             // Probed after the changes are taken, so a passed time has all of them here.
-            render_eligibility(products, campaigns)
+            render_eligibility(products, campaigns, None)
                 .pair_changes(|pair| pair.hashed())
                 .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
                     move |input, _output| {

@@ -23,6 +23,10 @@ pub struct PhaseResult {
     pub max_ms: f64,
     /// Pair writes made in the timed batches.
     pub writes: u64,
+    /// The process's peak resident memory by the end of the phase (run in a process of its
+    /// own, the implementation's peak so far, workload included).
+    #[serde(default)]
+    pub peak_rss_bytes: u64,
     #[serde(skip)]
     latencies_ms: Vec<f64>,
 }
@@ -40,6 +44,7 @@ impl PhaseResult {
             p99_ms: 0.0,
             max_ms: 0.0,
             writes: 0,
+            peak_rss_bytes: 0,
             latencies_ms: Vec::new(),
         }
     }
@@ -64,6 +69,7 @@ impl PhaseResult {
         self.p50_ms = percentile(&self.latencies_ms, 0.50);
         self.p99_ms = percentile(&self.latencies_ms, 0.99);
         self.max_ms = self.latencies_ms.last().copied().unwrap_or_default();
+        self.peak_rss_bytes = peak_resident_bytes();
     }
 
     pub fn sampled(&self) -> bool {
@@ -118,7 +124,8 @@ mod tests {
     #[test]
     fn memory_is_read_from_proc() {
         let before = resident_bytes();
-        let block = vec![1u8; 64 << 20];
+        // Kept opaque so an optimized build cannot elide the written block.
+        let block = std::hint::black_box(vec![1u8; 64 << 20]);
         let after = resident_bytes();
         assert!(after >= before + (60 << 20), "{before} -> {after}");
         assert!(peak_resident_bytes() >= after);

@@ -1,31 +1,38 @@
 //! `eligibility bench`: the engine against the approaches it replaces, side by side.
 //!
-//! One run builds one marketplace in memory and feeds the same phases to every
-//! implementation: the engine on each asked number of workers (fed decoded records, and
+//! Every implementation runs in a process of its own (`child`), on the same marketplace
+//! built there from the same spec and seed, so each peak memory figure is that
+//! implementation's: the engine on each asked number of workers (fed decoded records, and
 //! event-log lines decoded inside the timed region), then the three baselines. All of them
-//! must end with the same pairs, or the run fails. See docs/benchmarks.md.
+//! must end with the same pairs, or the run fails. Then the end-to-end file mode
+//! (`file_mode`): `eligibility run` against a hand-written equivalent on one event log.
+//! See docs/benchmarks.md.
 
 pub mod baselines;
+pub mod child;
 pub mod collected;
 pub mod engine;
+pub mod file_mode;
 pub mod measure;
 pub mod plot;
+pub mod process;
+pub mod processes;
 pub mod report;
 pub mod sweep;
 pub mod workload;
 
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
-use self::baselines::incremental::Incremental;
-use self::baselines::recompute::{Recompute, Strategy};
 use self::baselines::Implementation;
+use self::child::{ChildOutput, ChildTask};
 use self::engine::Feed;
-use self::measure::{peak_resident_bytes, resident_bytes, PhaseResult};
-use self::report::{BenchReport, ImplementationReport, Memory};
+use self::file_mode::FileModeOptions;
+use self::measure::{peak_resident_bytes, PhaseResult};
+use self::report::{BenchReport, ImplementationReport, Kind, WorkloadFigures};
 use self::workload::{Batch, Workload, WorkloadSpec};
 
 /// One phase of the bench, in the order they run.
@@ -64,6 +71,17 @@ impl Workload {
         phases
     }
 
+    /// Every event-log line, in the order the implementations apply them.
+    pub fn lines(&self) -> Vec<&str> {
+        let mut lines = Vec::with_capacity(self.events());
+        for phase in self.phases() {
+            for batch in self.batches(&phase) {
+                lines.extend(batch.lines.iter().map(String::as_str));
+            }
+        }
+        lines
+    }
+
     /// The batches of one phase.
     pub fn batches(&self, phase: &Phase) -> Vec<&Batch> {
         match phase {
@@ -91,89 +109,86 @@ pub struct BenchOptions {
     /// Wall time a baseline may spend timing one phase before it is timed on a prefix.
     pub baseline_budget: Duration,
     pub baselines: bool,
+    /// The `eligibility` binary each implementation runs in: this one, re-executed.
+    pub exe: PathBuf,
+    /// The end-to-end file-mode comparison, if asked.
+    pub file_mode: Option<FileModeOptions>,
 }
 
 /// Runs the bench and checks that every implementation ends with the same pairs.
 pub fn run(options: &BenchOptions) -> anyhow::Result<BenchReport> {
-    let resident_empty = resident_bytes();
     let started = Instant::now();
-    let workload = Arc::new(Workload::build(&options.workload));
-    eprintln!(
-        "workload: {} products, {} events in {} phases, built in {:.1} s",
-        workload.products,
-        workload.events(),
-        workload.phases().len(),
-        started.elapsed().as_secs_f64()
-    );
-    let phases = Arc::new(workload.phases());
+    let task = |kind: Option<Kind>| ChildTask::Implementation {
+        workload: options.workload.clone(),
+        kind,
+        baseline_budget: options.baseline_budget,
+    };
+    eprintln!("building the workload alone");
+    let (built, process) = child::spawn(&options.exe, &task(None))?;
+    let workload = WorkloadFigures {
+        products: built.products,
+        events: built.events,
+        new_campaign_share: built.new_campaign_share,
+        resident_after_build_bytes: built.resident_after_build_bytes,
+        process,
+    };
     let mut implementations = Vec::new();
     let mut memory = None;
     let mut reference = None;
-
-    let mut feeds = vec![Feed::Decoded];
-    if options.json_feed {
-        feeds.push(Feed::Json);
-    }
-    for feed in feeds {
-        for &workers in &options.workers {
-            let name = match feed {
-                Feed::Decoded => format!("engine, {workers} worker(s)"),
-                Feed::Json => format!("engine, {workers} worker(s), JSON decode"),
-            };
-            eprintln!("running {name}");
-            let outcome = engine::run(workload.clone(), phases.clone(), workers, feed)?;
-            // Memory is read off the first run only: later runs reuse what it freed.
-            // The bench's own copy of the pairs is taken out: a sink holds no such copy.
-            memory.get_or_insert_with(|| {
-                let engine_state_bytes = outcome
-                    .resident_loaded
-                    .saturating_sub(outcome.resident_before)
-                    .saturating_sub(outcome.collected_bytes);
-                Memory {
-                    workload_bytes: outcome.resident_before.saturating_sub(resident_empty),
-                    engine_state_bytes,
-                    engine_state_bytes_per_product: engine_state_bytes as f64 / workload.products.max(1) as f64,
-                    collected_pairs_bytes: outcome.collected_bytes,
-                    peak_resident_bytes_after_engine: peak_resident_bytes(),
-                    engine_workers: workers,
-                }
-            });
-            check_agreement(&name, &outcome.pairs, &mut reference)?;
-            implementations.push(ImplementationReport {
-                name,
-                kind: report::Kind::Engine { workers, feed },
-                phases: outcome.phases,
-            });
+    for kind in kinds(options) {
+        let name = kind.name();
+        eprintln!("running {name}");
+        let (output, process) = child::spawn(&options.exe, &task(Some(kind.clone())))?;
+        if output.workload_digest != built.workload_digest {
+            bail!("{name} built another workload from the same spec and seed");
         }
-    }
-
-    if options.baselines {
-        let candidates: Vec<Box<dyn Implementation>> = vec![
-            Box::new(Incremental::new()),
-            Box::new(Recompute::new(Strategy::PerCampaign)),
-            Box::new(Recompute::new(Strategy::PerPair)),
-        ];
-        for mut implementation in candidates {
-            let name = implementation.name().to_owned();
-            eprintln!("running {name}");
-            let phases = run_baseline(implementation.as_mut(), &workload, &phases, options.baseline_budget);
-            check_agreement(&name, &implementation.pairs(), &mut reference)?;
-            implementations.push(ImplementationReport {
-                kind: report::Kind::baseline(&name),
-                name,
-                phases,
-            });
+        check_agreement(&name, &output, &mut reference)?;
+        // The engine's in-process figures of its first run, for the sweep's plots.
+        if memory.is_none() {
+            memory = output.memory;
         }
+        implementations.push(ImplementationReport {
+            name,
+            kind,
+            phases: output.phases,
+            process,
+        });
     }
-
+    let file_mode = match &options.file_mode {
+        Some(file_options) => Some(file_mode::run(&options.exe, file_options)?),
+        None => None,
+    };
     Ok(BenchReport::new(
         options,
-        &workload,
+        workload,
         implementations,
         memory.unwrap_or_default(),
         peak_resident_bytes(),
         started.elapsed(),
+        file_mode,
     ))
+}
+
+/// The implementations to run, in order: the engine on each feed and worker count, then
+/// the baselines.
+fn kinds(options: &BenchOptions) -> Vec<Kind> {
+    let mut feeds = vec![Feed::Decoded];
+    if options.json_feed {
+        feeds.push(Feed::Json);
+    }
+    let mut kinds: Vec<Kind> = feeds
+        .into_iter()
+        .flat_map(|feed| {
+            options
+                .workers
+                .iter()
+                .map(move |&workers| Kind::Engine { workers, feed })
+        })
+        .collect();
+    if options.baselines {
+        kinds.extend([Kind::Incremental, Kind::PerCampaign, Kind::PerPair]);
+    }
+    kinds
 }
 
 /// Runs a baseline through every phase, timing each until its budget is spent (at least
@@ -223,28 +238,22 @@ fn run_baseline(
     results
 }
 
+/// Fails unless `output` ends with the same pairs as the first implementation run.
 fn check_agreement(
     name: &str,
-    pairs: &dataflows::reference::PairState,
-    reference: &mut Option<(String, dataflows::reference::PairState)>,
+    output: &ChildOutput,
+    reference: &mut Option<(String, usize, u64)>,
 ) -> anyhow::Result<()> {
     match reference {
         None => {
-            *reference = Some((name.to_owned(), pairs.clone()));
+            *reference = Some((name.to_owned(), output.pairs, output.pairs_digest));
             Ok(())
         }
-        Some((first, expected)) if expected != pairs => {
-            let differing = expected
-                .iter()
-                .filter(|(pair, figures)| pairs.get(*pair) != Some(*figures))
-                .count()
-                + pairs.keys().filter(|pair| !expected.contains_key(*pair)).count();
-            bail!(
-                "{name} ends with {} pairs and {first} with {}: {differing} differ",
-                pairs.len(),
-                expected.len()
-            )
-        }
+        Some((first, pairs, digest)) if (*pairs, *digest) != (output.pairs, output.pairs_digest) => bail!(
+            "{name} ends with {} pairs (digest {:016x}) and {first} with {pairs} (digest {digest:016x})",
+            output.pairs,
+            output.pairs_digest
+        ),
         Some(_) => Ok(()),
     }
 }

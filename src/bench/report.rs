@@ -6,8 +6,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::engine::Feed;
+use super::file_mode::FileModeReport;
 use super::measure::{kib_field, PhaseResult};
-use super::workload::Workload;
+use super::process::ProcessFigures;
+use super::processes;
 use super::{BenchOptions, Phase};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -23,9 +25,27 @@ pub struct BenchReport {
     pub new_campaign_share: f64,
     pub baseline_budget_seconds: f64,
     pub implementations: Vec<ImplementationReport>,
+    /// The process that only builds the workload: its share of every other process.
+    #[serde(default)]
+    pub workload: WorkloadFigures,
     pub memory: Memory,
+    /// The bench parent's own peak.
     pub peak_resident_bytes: u64,
     pub seconds: f64,
+    /// `eligibility run` against the hand-written file-mode baseline, when run.
+    #[serde(default)]
+    pub file_mode: Option<FileModeReport>,
+}
+
+/// The workload, as the process that only builds it saw it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkloadFigures {
+    pub products: usize,
+    pub events: usize,
+    pub new_campaign_share: f64,
+    /// Resident memory once built: what every implementation's process holds besides its own.
+    pub resident_after_build_bytes: u64,
+    pub process: ProcessFigures,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -40,6 +60,18 @@ pub struct ImplementationReport {
     pub name: String,
     pub kind: Kind,
     pub phases: Vec<PhaseResult>,
+    /// The implementation's own process: wall time (workload building included) and peak.
+    #[serde(default)]
+    pub process: ProcessFigures,
+}
+
+impl ImplementationReport {
+    /// Peak RSS less what the workload holds: the implementation's own memory.
+    pub fn peak_less_workload_bytes(&self, workload: &WorkloadFigures) -> u64 {
+        self.process
+            .peak_rss_bytes
+            .saturating_sub(workload.resident_after_build_bytes)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,11 +84,19 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub fn baseline(name: &str) -> Kind {
-        match name {
-            "hand-written incremental" => Kind::Incremental,
-            "per-campaign aggregation" => Kind::PerCampaign,
-            _ => Kind::PerPair,
+    pub fn name(&self) -> String {
+        match self {
+            Kind::Engine {
+                workers,
+                feed: Feed::Decoded,
+            } => format!("engine, {workers} worker(s)"),
+            Kind::Engine {
+                workers,
+                feed: Feed::Json,
+            } => format!("engine, {workers} worker(s), JSON decode"),
+            Kind::Incremental => "hand-written incremental".into(),
+            Kind::PerCampaign => "per-campaign aggregation".into(),
+            Kind::PerPair => "per-pair recompute".into(),
         }
     }
 }
@@ -78,11 +118,12 @@ pub struct Memory {
 impl BenchReport {
     pub fn new(
         options: &BenchOptions,
-        workload: &Workload,
+        workload: WorkloadFigures,
         implementations: Vec<ImplementationReport>,
         memory: Memory,
         peak_resident_bytes: u64,
         elapsed: Duration,
+        file_mode: Option<FileModeReport>,
     ) -> Self {
         let marketplace = &options.workload.marketplace;
         BenchReport {
@@ -97,9 +138,11 @@ impl BenchReport {
             new_campaign_share: workload.new_campaign_share,
             baseline_budget_seconds: options.baseline_budget.as_secs_f64(),
             implementations,
+            workload,
             memory,
             peak_resident_bytes,
             seconds: elapsed.as_secs_f64(),
+            file_mode,
         }
     }
 
@@ -144,9 +187,9 @@ impl BenchReport {
             let _ = writeln!(out, "#### {}\n", phase.phase.label());
             let _ = writeln!(
                 out,
-                "| implementation | events/s | p50 ms | p99 ms | pair writes | batches timed | ratio |"
+                "| implementation | events/s | p50 ms | p99 ms | pair writes | batches timed | ratio | peak RSS MiB by its end |"
             );
-            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
             for implementation in &self.implementations {
                 let Some(result) = implementation.phases.get(position) else {
                     continue;
@@ -154,7 +197,7 @@ impl BenchReport {
                 let ratio = phase.events_per_second / result.events_per_second.max(1e-9);
                 let _ = writeln!(
                     out,
-                    "| {} | {:.0} | {:.2} | {:.2} | {} | {}/{} | {} |",
+                    "| {} | {:.0} | {:.2} | {:.2} | {} | {}/{} | {} | {:.0} |",
                     implementation.name,
                     result.events_per_second,
                     result.p50_ms,
@@ -162,7 +205,8 @@ impl BenchReport {
                     result.writes,
                     result.batches_timed,
                     result.batches_total,
-                    format_ratio(ratio)
+                    format_ratio(ratio),
+                    mib(result.peak_rss_bytes)
                 );
             }
             let _ = writeln!(out);
@@ -170,7 +214,7 @@ impl BenchReport {
         let memory = &self.memory;
         let _ = writeln!(
             out,
-            "Memory: engine state {:.0} MiB ({:.0} B/product, {} worker(s); the bench's copy of the pairs, {:.0} MiB, taken out), workload {:.0} MiB, peak RSS after the engine {:.0} MiB, peak RSS of the run {:.0} MiB. Run took {:.0} s.\n",
+            "Inside the engine's first process: state {:.0} MiB ({:.0} B/product, {} worker(s); the bench's copy of the pairs, {:.0} MiB, taken out), workload {:.0} MiB, peak RSS {:.0} MiB. The bench's own peak RSS {:.0} MiB. Run took {:.0} s.\n",
             memory.engine_state_bytes as f64 / 1048576.0,
             memory.engine_state_bytes_per_product,
             memory.engine_workers,
@@ -180,6 +224,10 @@ impl BenchReport {
             self.peak_resident_bytes as f64 / 1048576.0,
             self.seconds
         );
+        out.push_str(&processes::markdown(self));
+        if let Some(file_mode) = &self.file_mode {
+            out.push_str(&file_mode.to_markdown());
+        }
         out.push_str(&self.goals());
         out
     }
@@ -237,7 +285,11 @@ impl BenchReport {
     }
 }
 
-fn format_ratio(ratio: f64) -> String {
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1048576.0
+}
+
+pub fn format_ratio(ratio: f64) -> String {
     if ratio >= 100.0 {
         format!("{ratio:.0}×")
     } else if ratio >= 10.0 {

@@ -58,6 +58,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             &humantime::format_duration(args.baseline_budget).to_string(),
         ]);
         command.arg("--json").arg(&json);
+        // The sweep plots the in-memory phases only.
+        command.arg("--no-file-mode");
         if args.no_json_feed {
             command.arg("--no-json-feed");
         }

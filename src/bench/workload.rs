@@ -12,6 +12,7 @@ use dataflows::decode::{decode_envelope, Change, Record};
 use dataflows::model::{Campaign, CategoryId, Product};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 
 use crate::generate::zipf::Zipf;
 use crate::generate::{campaign_line, generate_to_vec, product_line, MarketplaceSpec};
@@ -57,7 +58,7 @@ pub struct UpdateRound {
 }
 
 /// Sizes of the bench's marketplace and phases.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkloadSpec {
     pub marketplace: MarketplaceSpec,
     /// Events per batch during the initial load.

@@ -20,7 +20,7 @@ use dataflows::model::{Campaign, Product};
 use self::zipf::Zipf;
 
 /// What to generate.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MarketplaceSpec {
     pub products: u64,
     pub sellers: u64,

@@ -1,5 +1,5 @@
-//! The approaches the engine replaces, written here so they run on the same data in the
-//! same process: per-pair recompute, per-campaign aggregation and a hand-written,
+//! The approaches the engine replaces, written here so they run on the same data as the
+//! engine: per-pair recompute, per-campaign aggregation and a hand-written,
 //! single-threaded incremental implementation.
 
 pub mod incremental;
@@ -7,6 +7,20 @@ pub mod recompute;
 
 use dataflows::decode::Record;
 use dataflows::reference::PairState;
+
+use self::incremental::Incremental;
+use self::recompute::{Recompute, Strategy};
+use super::report::Kind;
+
+/// The baseline of `kind`; `None` for the engine.
+pub fn of_kind(kind: &Kind) -> Option<Box<dyn Implementation>> {
+    match kind {
+        Kind::Engine { .. } => None,
+        Kind::Incremental => Some(Box::new(Incremental::new())),
+        Kind::PerCampaign => Some(Box::new(Recompute::new(Strategy::PerCampaign))),
+        Kind::PerPair => Some(Box::new(Recompute::new(Strategy::PerPair))),
+    }
+}
 
 /// One way of keeping every pair's figures up to date.
 pub trait Implementation {

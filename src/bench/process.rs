@@ -1,0 +1,109 @@
+//! Runs a child process and measures its wall time and peak resident memory.
+//!
+//! Peak memory is the `ru_maxrss` the kernel reports when the child is reaped with
+//! `wait4`: the high-water mark of every page the process held, read after it ended, so
+//! nothing is missed between samples and the child need not cooperate (`eligibility run`
+//! is measured as it ships). One caveat, which is why the parent stays small: Linux carries
+//! the mark of the memory a child had before `exec` (its copy, or with `vfork` the parent's
+//! own) into `ru_maxrss`, so no figure can be below the parent's own peak at spawn time;
+//! that floor is recorded with every figure.
+
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+use super::measure::peak_resident_bytes;
+
+/// What one child process cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProcessFigures {
+    /// From spawn to exit, start-up and workload building included.
+    pub wall_seconds: f64,
+    /// `ru_maxrss` of the reaped child.
+    pub peak_rss_bytes: u64,
+    /// The parent's own peak at spawn: the least `peak_rss_bytes` can be (see the module).
+    pub floor_rss_bytes: u64,
+}
+
+/// A finished child: what it printed on stdout, and what it cost.
+pub struct Finished {
+    pub stdout: Vec<u8>,
+    pub figures: ProcessFigures,
+}
+
+/// Runs `command` to its end, its stdout captured; fails if it does not exit with 0.
+pub fn run_measured(mut command: Command) -> anyhow::Result<Finished> {
+    command.stdin(Stdio::null()).stdout(Stdio::piped());
+    let floor_rss_bytes = peak_resident_bytes();
+    let started = Instant::now();
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot start {:?}", command.get_program()))?;
+    let mut stdout = Vec::new();
+    // Read to the end before waiting, so a child with much to say cannot block on the pipe.
+    child
+        .stdout
+        .take()
+        .expect("stdout is piped")
+        .read_to_end(&mut stdout)
+        .context("cannot read a child's output")?;
+    let (status, peak_rss_bytes) = wait_with_peak(child.id())?;
+    let wall_seconds = started.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("{command:?} failed: {status}");
+    }
+    Ok(Finished {
+        stdout,
+        figures: ProcessFigures {
+            wall_seconds,
+            peak_rss_bytes,
+            floor_rss_bytes,
+        },
+    })
+}
+
+/// Reaps the child `pid` (std's `Child::wait` discards the resource usage).
+fn wait_with_peak(pid: u32) -> anyhow::Result<(ExitStatus, u64)> {
+    let pid = libc::pid_t::try_from(pid).context("a pid out of range")?;
+    let mut status = 0;
+    let mut usage = MaybeUninit::<libc::rusage>::zeroed();
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
+        if reaped == pid {
+            break;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(error).context("cannot wait for a child");
+        }
+    }
+    // SAFETY: `wait4` returned the child, so it filled `usage` in; zeroed is valid anyway.
+    let usage = unsafe { usage.assume_init() };
+    // Linux reports `ru_maxrss` in KiB.
+    let peak = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
+    Ok((ExitStatus::from_raw(status), peak))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_a_child_and_reports_its_failure() {
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo hello"]);
+        let finished = run_measured(command).expect("sh runs");
+        assert_eq!(finished.stdout, b"hello\n");
+        assert!(finished.figures.peak_rss_bytes > 0 && finished.figures.wall_seconds > 0.0);
+        let mut failing = Command::new("sh");
+        failing.args(["-c", "exit 3"]);
+        let error = run_measured(failing).err().expect("a failing child fails");
+        assert!(format!("{error:#}").contains("exit status: 3"), "{error:#}");
+    }
+}
