@@ -86,8 +86,9 @@ pub enum DecodeError {
     Negative { field: String, text: String },
     #[error("field `{field}` must be an integer, found {text}")]
     NotInteger { field: String, text: String },
+    /// `max` is written in SPEC's units (a price in major units, e.g. `123.45`).
     #[error("field `{field}` is out of range (at most {max}), found {text}")]
-    OutOfRange { field: String, max: u64, text: String },
+    OutOfRange { field: String, max: String, text: String },
 }
 
 impl DecodeError {
@@ -204,7 +205,7 @@ fn parse_object<'a, T: Deserialize<'a>>(text: &'a str, what: &'static str) -> Re
 /// stock sum free of overflow.
 pub const MAX_STOCK: u64 = u32::MAX as u64;
 
-fn number_error(field: &str, text: &str, error: NumberError, max: u64, expected: &'static str) -> DecodeError {
+fn number_error(field: &str, text: &str, error: NumberError, max: String, expected: &'static str) -> DecodeError {
     match error {
         NumberError::NotANumber => DecodeError::WrongType {
             field: field.to_owned(),
@@ -250,17 +251,22 @@ fn integer(field: &str, raw: &RawValue, max: u64) -> Result<u64, DecodeError> {
             field,
             text,
             NumberError::OutOfRange,
-            max,
+            max.to_string(),
             NON_NEGATIVE_INTEGER,
         )),
-        Err(error) => Err(number_error(field, text, error, max, NON_NEGATIVE_INTEGER)),
+        Err(error) => Err(number_error(field, text, error, max.to_string(), NON_NEGATIVE_INTEGER)),
     }
 }
 
 fn price(field: &str, raw: &RawValue) -> Result<u64, DecodeError> {
     expect_number(field, raw, NON_NEGATIVE_NUMBER)?;
     let text = raw.get();
-    number::to_scaled(text, 2).map_err(|error| number_error(field, text, error, u64::MAX, NON_NEGATIVE_NUMBER))
+    number::to_scaled(text, 2).map_err(|error| number_error(field, text, error, max_price(), NON_NEGATIVE_NUMBER))
+}
+
+/// The greatest price, in SPEC's units: `u64::MAX` minor units.
+fn max_price() -> String {
+    format!("{}.{:02}", u64::MAX / 100, u64::MAX % 100)
 }
 
 fn required<'a>(field: &'static str, raw: Option<&'a RawValue>) -> Result<&'a RawValue, DecodeError> {

@@ -212,7 +212,8 @@ fn product_rejections_name_the_field() {
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1e300, "stock": 1}"#,
             DecodeError::OutOfRange {
                 field: "price".into(),
-                max: u64::MAX,
+                // In SPEC's units: the limit of u64::MAX cents, written as a price.
+                max: "184467440737095516.15".into(),
                 text: "1e300".into(),
             },
         ),
@@ -227,7 +228,7 @@ fn product_rejections_name_the_field() {
             r#"{"seller_id": 42, "category_id": 1, "brand_id": 7, "price": 1, "stock": 4294967296}"#,
             DecodeError::OutOfRange {
                 field: "stock".into(),
-                max: u32::MAX as u64,
+                max: "4294967295".into(),
                 text: "4294967296".into(),
             },
         ),
@@ -243,7 +244,7 @@ fn product_rejections_name_the_field() {
             r#"{"seller_id": 18446744073709551616, "category_id": 1, "brand_id": 7, "price": 1, "stock": 1}"#,
             DecodeError::OutOfRange {
                 field: "seller_id".into(),
-                max: u64::MAX,
+                max: u64::MAX.to_string(),
                 text: "18446744073709551616".into(),
             },
         ),
