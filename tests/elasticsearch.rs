@@ -10,7 +10,7 @@ use std::time::Duration;
 use dataflows::model::PairKey;
 use elasticsearch::http::Method;
 use serde_json::json;
-use support::kafka::{expected_state, generated_lines, http_get, wait_until, KafkaCase, SinkSetup, BROKER};
+use support::kafka::{expected_state, generated_lines, http_get, wait_until, JobProcess, KafkaCase, SinkSetup, BROKER};
 use support::search::{delete_index, index_content, request, require_node};
 use support::{free_port, path_str, run_ok, service_script};
 
@@ -291,6 +291,20 @@ fn product(n: u64) -> String {
 const CAMPAIGN: &str = r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#;
 
 /// Sets or lifts `index.blocks.write` on `index`.
+/// Starts the job on one campaign and one product, waits for their pair in the index, then
+/// blocks writes to it. Returns the lines produced so far and the running job.
+fn run_until_first_pair_then_block(case: &KafkaCase, index: &str) -> (Vec<String>, JobProcess) {
+    let lines: Vec<String> = vec![CAMPAIGN.into(), product(1)];
+    case.produce(&lines, 1);
+    let job = case.spawn(&case.config, &[]);
+    let first = expected_state(&lines);
+    wait_until("the first pair is written", Duration::from_secs(90), || {
+        index_content(index).0 == first
+    });
+    block_writes(index, true);
+    (lines, job)
+}
+
 fn block_writes(index: &str, blocked: bool) {
     let (status, body) = request(
         Method::Put,
@@ -472,14 +486,7 @@ fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
     edit_config(&case, |config| {
         config.replace("retry_max_ms = 2000", "retry_max_ms = 30000")
     });
-    let mut lines: Vec<String> = vec![CAMPAIGN.into(), product(1)];
-    case.produce(&lines, 1);
-    let mut job = case.spawn(&case.config, &[]);
-    let first = expected_state(&lines);
-    wait_until("the first pair is written", Duration::from_secs(90), || {
-        index_content(&index).0 == first
-    });
-    block_writes(&index, true);
+    let (mut lines, mut job) = run_until_first_pair_then_block(&case, &index);
     // Writes refused for long enough that their backoff reaches the longest delay.
     for n in 2..=6 {
         lines.push(product(n));
@@ -589,14 +596,7 @@ fn a_backlog_behind_a_blocked_sink_is_read_only_up_to_the_record_bound() {
     edit_config(&case, |config| {
         config.replacen("[kafka]\n", "[kafka]\nmax_unacknowledged_records = 300\n", 1)
     });
-    let mut lines: Vec<String> = vec![CAMPAIGN.into(), product(1)];
-    case.produce(&lines, 1);
-    let mut job = case.spawn(&case.config, &[]);
-    let first = expected_state(&lines);
-    wait_until("the first pair is written", Duration::from_secs(90), || {
-        index_content(&index).0 == first
-    });
-    block_writes(&index, true);
+    let (mut lines, mut job) = run_until_first_pair_then_block(&case, &index);
     let backlog = generated_lines(case.dir.path(), 10_000, 20_000, 61);
     case.produce(&backlog, 1);
     lines.extend(backlog);
