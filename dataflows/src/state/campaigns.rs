@@ -68,14 +68,6 @@ impl CampaignTable {
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.by_id.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
-    }
-
     fn index(&mut self, tag: Tag, index: CampaignIndex) -> Handle {
         let (keys, residual) = match index {
             CampaignIndex::Keys(keys, residual) => (keys, residual),
@@ -173,7 +165,7 @@ mod tests {
         };
         assert_eq!(table.upsert(&a, Some(inactive.clone())), Some(by_category));
         assert!(!tags(&table, &product(5, 1, 8)).contains(&tag_of("a")));
-        assert_eq!(table.len(), 3);
+        assert_eq!(table.by_id.len(), 3);
         assert_eq!(table.upsert(&a, None), Some(inactive));
         assert_eq!(table.upsert(&b, None), Some(Campaign::unrestricted()));
         assert!(tags(&table, &product(5, 1, 8)).is_empty());

@@ -64,12 +64,6 @@ impl ProductTable {
         old
     }
 
-    pub fn get(&self, key: &ProductKey) -> Option<&Product> {
-        self.slots
-            .get(key)
-            .and_then(|slot| self.products[*slot as usize].as_ref())
-    }
-
     /// The products indexed under `key`: those of a category, a brand or a seller.
     pub fn with_key(&self, key: PredicateKey) -> impl Iterator<Item = &Product> + '_ {
         self.by_key
@@ -82,14 +76,6 @@ impl ProductTable {
     /// Every product of the share.
     pub fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
         self.products.iter().flatten()
-    }
-
-    pub fn len(&self) -> usize {
-        self.slots.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
     }
 }
 
@@ -139,8 +125,8 @@ mod tests {
             "an emptied key is dropped"
         );
         assert_eq!(stocks(&table, PredicateKey::Brand(7)), vec![20]);
-        assert_eq!(table.len(), 1);
-        assert_eq!(table.get(&b), Some(&product(2, 7, 20)));
+        assert_eq!(table.slots.len(), 1);
+        assert_eq!(table.products[table.slots[&b] as usize], Some(product(2, 7, 20)));
         // The freed slot is reused.
         table.upsert(a, Some(product(3, 8, 1)));
         assert_eq!(table.products.len(), 2);
