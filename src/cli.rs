@@ -135,9 +135,10 @@ pub struct RunArgs {
     /// With --config: stop once every partition has been read to its end.
     #[arg(long)]
     pub stop_at_end: bool,
-    /// How many batches the input may run ahead of the acknowledged output.
-    #[arg(long, default_value_t = 64)]
-    pub max_inflight_batches: u64,
+    /// How many lines the input may run past the last acknowledged batch: bounds the
+    /// records held in memory at once (about two batches of 10,000 by default).
+    #[arg(long, default_value_t = 20_000)]
+    pub max_unacknowledged_records: u64,
     /// Seconds between progress lines on stderr; 0 for none.
     #[arg(long, default_value_t = 2.0)]
     pub progress_secs: f64,

@@ -59,7 +59,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Bytes(log),
             batch_size: args.batch_size,
-            max_inflight_batches: 8,
+            max_unacknowledged_records: 8 * args.batch_size,
         }),
         changes: vec![changes],
         dead_letters,

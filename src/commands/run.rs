@@ -58,7 +58,7 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Path(input.clone()),
             batch_size: args.batch_size,
-            max_inflight_batches: args.max_inflight_batches,
+            max_unacknowledged_records: args.max_unacknowledged_records,
         }),
         changes: vec![changes],
         dead_letters,

@@ -119,7 +119,7 @@ pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<Pair
         source: Arc::new(EventLogFactory {
             input: EventLogInput::Bytes(Arc::new(log)),
             batch_size,
-            max_inflight_batches: 4,
+            max_unacknowledged_records: 4 * batch_size,
         }),
         changes: vec![ChangeOutput::on_first_worker(
             "memory",
