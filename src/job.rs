@@ -4,8 +4,8 @@
 //!  Source::poll --> inputs: products, campaigns, rejected, checkpoints (and held pairs)
 //!                     |                             |               |
 //!              render_eligibility                   |               |
-//!          (reconcile_with_held, on resume)         |               |
-//!               pair_changes(route)          Exchange(worker 0)     |
+//!   pair_changes(route), or on resume               |               |
+//!   reconcile_with_held(held, route)         Exchange(worker 0)     |
 //!                     |                             |               |
 //!              SinkOperator(changes)      SinkOperator(dead letters)|
 //!                     +------------+----------------+               |
@@ -27,15 +27,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use dataflows::model::{Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time};
-use dataflows::operators::pair_changes::PairTotals;
+use dataflows::operators::reconcile::HeldPair;
 use dataflows::operators::{PairChanges, ReconcileWithHeld, Upsert};
 use dataflows::render_eligibility;
-use differential_dataflow::input::{Input as _, InputSession};
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::vec::Broadcast;
-use timely::dataflow::operators::vec::Filter;
 use timely::dataflow::operators::{Concatenate, Input, Inspect, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
@@ -236,8 +234,8 @@ struct JobInputs {
     campaigns: UpsertInput<CampaignId, Campaign>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
-    /// One per change output.
-    held: Vec<InputSession<Time, (PairKey, PairTotals), isize>>,
+    /// One per change output: what its sink holds, fed in by worker 0 at time 0.
+    held: Vec<InputHandle<Time, CapacityContainerBuilder<Vec<HeldPair>>>>,
 }
 
 impl JobInputs {
@@ -253,7 +251,6 @@ impl JobInputs {
             self.checkpoints.advance_to(time);
             for held in &mut self.held {
                 held.advance_to(time);
-                held.flush();
             }
         }
     }
@@ -426,25 +423,21 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
         let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
 
-        let totals = render_eligibility(products, campaigns, live_from);
+        let changes = render_eligibility(products, campaigns, live_from);
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {
-            let (held_in, held) = scope.new_collection::<(PairKey, PairTotals), isize>();
+            let (held_in, held) = scope.new_input::<Vec<HeldPair>>();
             held_inputs.push(held_in);
-            let reconciled = match live_from {
-                Some(live_from) => totals.clone().reconcile_with_held(held, live_from),
-                None => totals.clone(),
-            };
             let route = output.route;
-            let mut changes = reconciled.pair_changes(move |pair: &PairKey| match route {
+            let route = move |pair: &PairKey| match route {
                 Route::FirstWorker => 0,
                 Route::ByPair => pair.hashed(),
-            });
-            if let Some(live_from) = live_from {
-                // The rebuild's times only carry what the sinks already hold.
-                changes = changes.filter(move |change: &PairChange| change.time >= live_from);
-            }
+            };
+            let changes = match live_from {
+                Some(live_from) => changes.clone().reconcile_with_held(held, live_from, route),
+                None => changes.clone().pair_changes(route),
+            };
             // What the sink refuses for good comes out as dead letters.
             outputs.push(changes.sink_into(Pipeline, &output.name, sink, errors.clone()));
         }
@@ -485,11 +478,9 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
         }
     });
     for (held_in, pairs) in inputs.held.iter_mut().zip(held_pairs) {
-        for (pair, figures) in pairs {
-            let totals = (figures.eligible_products as isize, figures.eligible_stock as isize);
-            held_in.update((pair, totals), 1);
+        for pair in pairs {
+            held_in.send(pair);
         }
-        held_in.flush();
     }
 
     let mut watch = Watch {

@@ -12,7 +12,7 @@
 //!                             |  exchange by pair                            |
 //!                         PairTotals <---------- names tags -----------------+
 //!                             |
-//!            ((pair, (eligible_products, eligible_stock)), time, ±1)
+//!            PairChange: each moved pair once per time, old and new figures
 //! ```
 //!
 //! A product change touches only the campaigns indexed under its keys, on the worker that
@@ -24,28 +24,28 @@
 //! Why not differential's `join` and `count`: campaigns are a small dimension beside the
 //! products, so a broadcast hash join that keeps each product once beats arrangements that
 //! keep it under each of its keys and re-sort it at every merge (docs/benchmarks.md). The
-//! output is still a differential collection, exact per time, whatever the worker count.
+//! output is still exact per time, whatever the worker count: a pair's change is formed
+//! once, where its totals live, so no later stage consolidates or re-sorts it.
 
-use differential_dataflow::VecCollection;
 use timely::dataflow::operators::vec::{Broadcast, Map};
 use timely::dataflow::Stream;
 
-use crate::model::{Campaign, CampaignId, PairKey, Product, ProductId, ProductKey, Time};
+use crate::model::{Campaign, CampaignId, PairChange, Product, ProductId, ProductKey, Time};
 use crate::operators::eligible_pairs::eligible_pairs;
-use crate::operators::pair_changes::PairTotals;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
 
-/// Builds the eligibility dataflow and returns the totals of every existing pair.
+/// Builds the eligibility dataflow and returns the changes of every pair whose figures
+/// moved, once per pair and time, unsorted, on the worker that holds the pair's totals.
 ///
 /// `quiet_until`, for a rebuild: the changes of the times up to it are not emitted one by
-/// one; the totals reached at `quiet_until` come out at `quiet_until` instead (the same
-/// collection, delayed to that time).
+/// one; the pairs reached at `quiet_until` come out at `quiet_until` instead, as changes
+/// from nothing (for `reconcile_with_held`).
 pub fn render_eligibility<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductId, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     quiet_until: Option<Time>,
-) -> VecCollection<'scope, Time, (PairKey, PairTotals), isize> {
+) -> Stream<'scope, Time, Vec<PairChange>> {
     // Hashed where the record enters, before any exchange sees the text id.
     let products = products.map(|update: Upsert<ProductId, Product>| Upsert {
         key: ProductKey::of(&update.key),

@@ -291,7 +291,6 @@ fn run_reconciled(
     live: Vec<Vec<Event>>,
 ) -> Vec<PairChange> {
     use dataflows::operators::ReconcileWithHeld;
-    use differential_dataflow::input::Input as _;
     const LIVE_FROM: u64 = 10;
     let (send, recv) = mpsc::channel();
     let send = Arc::new(Mutex::new(send));
@@ -313,19 +312,15 @@ fn run_reconciled(
         let (mut products, mut campaigns, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
             let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
-            let (held_in, held) = scope.new_collection();
+            let (held_in, held) = scope.new_input();
             render_eligibility(products, campaigns, quiet.then_some(LIVE_FROM))
-                .reconcile_with_held(held, LIVE_FROM)
-                .pair_changes(|_| 0)
+                .reconcile_with_held(held, LIVE_FROM, |_| 0)
                 .capture_into(send);
             (products_in, campaigns_in, held_in)
         });
         if worker.index() == 0 {
-            for (pair, figures) in held.iter() {
-                held_in.insert((
-                    pair.clone(),
-                    (figures.eligible_products as isize, figures.eligible_stock as isize),
-                ));
+            for pair in held.iter() {
+                held_in.send(pair.clone());
             }
         }
         for (time, batch) in batches.iter() {
@@ -354,8 +349,6 @@ fn run_reconciled(
     .unwrap();
     let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
     changes.sort();
-    // Times before LIVE_FROM only replay what is held; a sink never writes them.
-    changes.retain(|change| change.time >= LIVE_FROM);
     changes
 }
 

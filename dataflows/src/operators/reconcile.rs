@@ -3,36 +3,142 @@
 //! After a restart the job rebuilds its state from the changelogs, while its sinks still
 //! hold the pairs they were written before. Writing the rebuilt state as if the sinks were
 //! empty would rewrite every pair; writing nothing would miss what changed while the job
-//! was down. So the collection handed to `pair_changes` is
+//! was down. So, on the worker that writes a pair:
 //!
 //! ```text
-//!   held                    for times <  live_from   (what the sinks hold)
-//!   totals                  for times >= live_from   (what the job computed)
+//!   times <  live_from   nothing is written; each pair's last figures are kept
+//!   time  =  live_from   each pair whose rebuilt figures differ from the held ones:
+//!                        an upsert where they differ, a delete where a held pair is gone
+//!   times >  live_from   the changes pass through as they come
 //! ```
 //!
-//! built as `held (inserted at 0) - held (at live_from) + totals (delayed to live_from)`.
-//! At `live_from`, equal figures cancel, and only the pairs whose figures differ from what
-//! the sinks hold come out: upserts where they differ, deletes where a held pair no longer
-//! exists. Times before `live_from` (the rebuild) must not be written; they only carry the
-//! held state, so `live_from` is at least 1: the held pairs need a time of their own.
+//! With a quiet rebuild (`render_eligibility`'s `quiet_until` = `live_from`), the changes
+//! before `live_from` are a snapshot at `live_from`, so only one pass over the pairs is
+//! kept; a loud rebuild folds its history in time order to the same result.
 
-use differential_dataflow::VecCollection;
+use std::collections::BTreeMap;
 
-use crate::model::{PairKey, Time};
-use crate::operators::pair_changes::PairTotals;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::Operator;
+use timely::dataflow::Stream;
 
-/// Extension trait: reconcile computed totals with the pairs the sinks hold.
+use crate::hashing::FastMap;
+use crate::model::{PairChange, PairFigures, PairKey, Time};
+
+/// A pair as a sink holds it.
+pub type HeldPair = (PairKey, PairFigures);
+
+/// Extension trait: reconcile the pair changes with the pairs the sinks hold.
 pub trait ReconcileWithHeld<'scope> {
-    /// `held` must contain each held pair once, inserted at time 0; `live_from` > 0.
-    fn reconcile_with_held(self, held: Self, live_from: Time) -> Self;
+    /// Routes each pair to the worker `route` picks (as `pair_changes` does) and starts
+    /// its changes from `held`, whose records must carry times below `live_from`.
+    fn reconcile_with_held<F>(
+        self,
+        held: Stream<'scope, Time, Vec<HeldPair>>,
+        live_from: Time,
+        route: F,
+    ) -> Stream<'scope, Time, Vec<PairChange>>
+    where
+        F: Fn(&PairKey) -> u64 + Clone + 'static;
 }
 
-impl<'scope> ReconcileWithHeld<'scope> for VecCollection<'scope, Time, (PairKey, PairTotals), isize> {
-    fn reconcile_with_held(self, held: Self, live_from: Time) -> Self {
-        assert!(live_from > 0, "held pairs need a time before live_from");
-        let retired = held.clone().negate().delay(move |_time| live_from);
-        self.delay(move |time| (*time).max(live_from))
-            .concat(held)
-            .concat(retired)
+impl<'scope> ReconcileWithHeld<'scope> for Stream<'scope, Time, Vec<PairChange>> {
+    fn reconcile_with_held<F>(
+        self,
+        held: Stream<'scope, Time, Vec<HeldPair>>,
+        live_from: Time,
+        route: F,
+    ) -> Stream<'scope, Time, Vec<PairChange>>
+    where
+        F: Fn(&PairKey) -> u64 + Clone + 'static,
+    {
+        let held_route = route.clone();
+        let changes_pact = Exchange::new(move |change: &PairChange| route(&change.pair));
+        let held_pact = Exchange::new(move |(pair, _figures): &HeldPair| held_route(pair));
+        self.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
+            held,
+            changes_pact,
+            held_pact,
+            "ReconcileWithHeld",
+            move |capability, _info| {
+                let mut live = Some(capability.delayed(&live_from));
+                let mut rebuild = Rebuild::default();
+                move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
+                    held_in.for_each(|_capability, data| {
+                        for (pair, figures) in data.drain(..) {
+                            rebuild.held.insert(pair, figures);
+                        }
+                    });
+                    changes_in.for_each(|capability, data| {
+                        let time = *capability.least().expect("a totally ordered stamp has a least time");
+                        if time > live_from {
+                            output.session(&capability).give_container(data);
+                        } else {
+                            debug_assert!(data.iter().all(|change| change.time == time));
+                            rebuild.pending.entry(time).or_default().append(data);
+                        }
+                    });
+                    let passed = |time: &Time| !changes_frontier.less_equal(time) && !held_frontier.less_equal(time);
+                    rebuild.fold_passed(&passed);
+                    if live.is_some() && passed(&live_from) {
+                        let live = live.take().expect("checked");
+                        let rebuild = std::mem::take(&mut rebuild);
+                        output
+                            .session(&live)
+                            .give_iterator(rebuild.differences(live_from).into_iter());
+                    }
+                }
+            },
+        )
+    }
+}
+
+/// What a worker gathers until `live_from`: the held pairs and the rebuilt figures.
+#[derive(Default)]
+struct Rebuild {
+    held: FastMap<PairKey, PairFigures>,
+    /// Changes of times not yet complete.
+    pending: BTreeMap<Time, Vec<PairChange>>,
+    /// Each pair's figures after the completed times, `None` where it ended.
+    rebuilt: FastMap<PairKey, Option<PairFigures>>,
+}
+
+impl Rebuild {
+    /// Folds the completed times in time order: a pair's last change wins.
+    fn fold_passed(&mut self, passed: &impl Fn(&Time) -> bool) {
+        while let Some(entry) = self.pending.first_entry() {
+            if !passed(entry.key()) {
+                break;
+            }
+            for change in entry.remove() {
+                self.rebuilt.insert(change.pair, change.figures);
+            }
+        }
+    }
+
+    /// The changes at `live_from` that take the sinks from what they hold to the rebuild.
+    fn differences(self, live_from: Time) -> Vec<PairChange> {
+        let Rebuild { mut held, rebuilt, .. } = self;
+        let mut changes = Vec::with_capacity(rebuilt.len());
+        for (pair, figures) in rebuilt {
+            let previous = held.remove(&pair);
+            if figures != previous {
+                changes.push(PairChange {
+                    time: live_from,
+                    pair,
+                    figures,
+                    previous,
+                });
+            }
+        }
+        // Held pairs the rebuild never reached no longer exist.
+        changes.extend(held.into_iter().map(|(pair, previous)| PairChange {
+            time: live_from,
+            pair,
+            figures: None,
+            previous: Some(previous),
+        }));
+        changes
     }
 }
