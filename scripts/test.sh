@@ -14,6 +14,19 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # schemas built offline (cached under .local/k8s; a cold run takes a few minutes).
 scripts/k8s-validate.sh
 
+# The container image (Containerfile): built with buildah and run (scripts/image.sh smoke:
+# the demo and a file-mode run inside it, its contents checked), where this machine can
+# build it (root, buildah installed or installable). A release build of the binary when
+# target/release is not up to date; about a minute more when it is.
+if [ "${ELIGIBILITY_SKIP_IMAGE:-}" = 1 ]; then
+    echo "SKIP: container image build and smoke (ELIGIBILITY_SKIP_IMAGE=1)"
+elif reason="$(scripts/image.sh available)"; then
+    scripts/image.sh build
+    scripts/image.sh smoke
+else
+    echo "SKIP: container image build and smoke: $reason"
+fi
+
 started=()
 cleanup() {
     for service in "${started[@]}"; do "scripts/$service.sh" stop >/dev/null 2>&1 || true; done
