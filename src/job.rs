@@ -234,7 +234,7 @@ struct JobInputs {
     campaigns: UpsertInput<CampaignId, Campaign>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
-    /// One per change output: what its sink holds, fed in by worker 0 at time 0.
+    /// One per change output: what its sink holds, fed in by worker 0 at time 0, then closed.
     held: Vec<InputHandle<Time, CapacityContainerBuilder<Vec<HeldPair>>>>,
 }
 
@@ -478,10 +478,18 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
         }
     });
     for (held_in, pairs) in inputs.held.iter_mut().zip(held_pairs) {
-        for pair in pairs {
+        for (sent, pair) in pairs.into_iter().enumerate() {
             held_in.send(pair);
+            // Steps now and then, so the held pairs move into the reconcile's map as they
+            // go instead of queueing up in the channels beside it (millions of pairs).
+            if sent % 65_536 == 65_535 {
+                worker.step();
+            }
         }
     }
+    // Closed at once: the reconcile then knows every held pair, and checks the rebuild's
+    // pairs as they arrive instead of keeping them all until `live_from` completes.
+    inputs.held.clear();
 
     let mut watch = Watch {
         probe,

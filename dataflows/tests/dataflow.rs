@@ -283,9 +283,10 @@ fn brand_and_seller_keyed_campaigns_check_their_residuals() {
 
 /// Runs a rebuild (`rebuild` batches at times 1, 2, …), then `live` batches from time 11,
 /// with the output reconciled against `held` pairs; `quiet` keeps the rebuild's own changes
-/// inside the dataflow.
+/// inside the dataflow.  `close_held_early` closes the held input once fed, as the job does.
 fn run_reconciled(
     quiet: bool,
+    close_held_early: bool,
     held: Vec<(PairKey, PairFigures)>,
     rebuild: Vec<Vec<Event>>,
     live: Vec<Vec<Event>>,
@@ -323,10 +324,17 @@ fn run_reconciled(
                 held_in.send(pair.clone());
             }
         }
+        let mut held_in = Some(held_in);
+        if close_held_early {
+            // As the job does: the reconcile then checks the rebuild's pairs as they arrive.
+            held_in.take().expect("open").close();
+        }
         for (time, batch) in batches.iter() {
             products.advance_to(*time);
             campaigns.advance_to(*time);
-            held_in.advance_to(*time);
+            if let Some(held_in) = held_in.as_mut() {
+                held_in.advance_to(*time);
+            }
             if worker.index() == 0 {
                 for (seq, event) in batch.iter().enumerate() {
                     let seq = seq as u64;
@@ -398,12 +406,14 @@ fn a_rebuild_writes_only_what_differs_from_what_the_sinks_hold() {
         ],
     ];
     let live = vec![vec![Event::Product("p-1", None)]];
-    let quiet = run_reconciled(true, held.clone(), rebuild.clone(), live.clone());
-    assert_eq!(
-        run_reconciled(false, held, rebuild, live),
-        quiet,
-        "a quiet rebuild ends where the loud one does"
-    );
+    let quiet = run_reconciled(true, true, held.clone(), rebuild.clone(), live.clone());
+    for (is_quiet, close_held_early) in [(true, false), (false, true), (false, false)] {
+        assert_eq!(
+            run_reconciled(is_quiet, close_held_early, held.clone(), rebuild.clone(), live.clone()),
+            quiet,
+            "quiet {is_quiet}, held closed early {close_held_early}: every way ends in the same changes"
+        );
+    }
     assert_eq!(
         quiet,
         vec![

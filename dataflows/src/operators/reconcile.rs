@@ -24,7 +24,8 @@ use timely::dataflow::operators::Operator;
 use timely::dataflow::Stream;
 
 use crate::hashing::FastMap;
-use crate::model::{PairChange, PairFigures, PairKey, Time};
+use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, Tag, Time};
+use crate::operators::eligible_pairs::PairTag;
 
 /// A pair as a sink holds it.
 pub type HeldPair = (PairKey, PairFigures);
@@ -67,7 +68,7 @@ impl<'scope> ReconcileWithHeld<'scope> for Stream<'scope, Time, Vec<PairChange>>
                 move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
                     held_in.for_each(|_capability, data| {
                         for (pair, figures) in data.drain(..) {
-                            rebuild.held.insert(pair, figures);
+                            rebuild.hold(pair, figures);
                         }
                     });
                     changes_in.for_each(|capability, data| {
@@ -79,9 +80,25 @@ impl<'scope> ReconcileWithHeld<'scope> for Stream<'scope, Time, Vec<PairChange>>
                             rebuild.pending.entry(time).or_default().append(data);
                         }
                     });
+                    let Some(live_capability) = live.as_ref() else {
+                        return;
+                    };
                     let passed = |time: &Time| !changes_frontier.less_equal(time) && !held_frontier.less_equal(time);
-                    rebuild.fold_passed(&passed);
-                    if live.is_some() && passed(&live_from) {
+                    rebuild.fold_passed(|time| *time < live_from && passed(time));
+                    // Once every held pair is in and no earlier time can come, a quiet
+                    // rebuild's snapshot is checked as it arrives, never kept whole.
+                    let settled = rebuild.rebuilt.is_empty()
+                        && !held_frontier.less_equal(&live_from)
+                        && changes_frontier.frontier().iter().all(|time| *time >= live_from);
+                    if settled {
+                        if let Some(arrived) = rebuild.pending.remove(&live_from) {
+                            let differing = arrived
+                                .into_iter()
+                                .filter_map(|change| rebuild.against_held(change.pair, change.figures, live_from));
+                            output.session(live_capability).give_iterator(differing);
+                        }
+                    }
+                    if passed(&live_from) {
                         let live = live.take().expect("checked");
                         let rebuild = std::mem::take(&mut rebuild);
                         output
@@ -97,16 +114,24 @@ impl<'scope> ReconcileWithHeld<'scope> for Stream<'scope, Time, Vec<PairChange>>
 /// What a worker gathers until `live_from`: the held pairs and the rebuilt figures.
 #[derive(Default)]
 struct Rebuild {
-    held: FastMap<PairKey, PairFigures>,
-    /// Changes of times not yet complete.
+    /// Keyed by campaign tag, not id: millions of held pairs need not each own a string.
+    held: FastMap<PairTag, PairFigures>,
+    names: FastMap<Tag, CampaignId>,
+    /// Changes of times not yet taken in.
     pending: BTreeMap<Time, Vec<PairChange>>,
-    /// Each pair's figures after the completed times, `None` where it ended.
+    /// Each pair's figures after the folded times before `live_from`, `None` where it ended.
     rebuilt: FastMap<PairKey, Option<PairFigures>>,
 }
 
 impl Rebuild {
+    fn hold(&mut self, pair: PairKey, figures: PairFigures) {
+        let tag = tag_of(&pair.campaign_id);
+        self.held.insert((tag, pair.seller_id), figures);
+        self.names.entry(tag).or_insert(pair.campaign_id);
+    }
+
     /// Folds the completed times in time order: a pair's last change wins.
-    fn fold_passed(&mut self, passed: &impl Fn(&Time) -> bool) {
+    fn fold_passed(&mut self, passed: impl Fn(&Time) -> bool) {
         while let Some(entry) = self.pending.first_entry() {
             if !passed(entry.key()) {
                 break;
@@ -117,25 +142,35 @@ impl Rebuild {
         }
     }
 
-    /// The changes at `live_from` that take the sinks from what they hold to the rebuild.
-    fn differences(self, live_from: Time) -> Vec<PairChange> {
-        let Rebuild { mut held, rebuilt, .. } = self;
-        let mut changes = Vec::with_capacity(rebuilt.len());
-        for (pair, figures) in rebuilt {
-            let previous = held.remove(&pair);
-            if figures != previous {
-                changes.push(PairChange {
-                    time: live_from,
-                    pair,
-                    figures,
-                    previous,
-                });
-            }
-        }
-        // Held pairs the rebuild never reached no longer exist.
-        changes.extend(held.into_iter().map(|(pair, previous)| PairChange {
+    /// The change that takes a pair's sinks from what they hold to `figures`, if any.
+    fn against_held(&mut self, pair: PairKey, figures: Option<PairFigures>, live_from: Time) -> Option<PairChange> {
+        let previous = self.held.remove(&(tag_of(&pair.campaign_id), pair.seller_id));
+        (figures != previous).then_some(PairChange {
             time: live_from,
             pair,
+            figures,
+            previous,
+        })
+    }
+
+    /// The changes at `live_from` not yet formed: the rebuild's against the held pairs,
+    /// then the end of every held pair the rebuild did not reach.
+    fn differences(mut self, live_from: Time) -> Vec<PairChange> {
+        let last = self.pending.remove(&live_from).unwrap_or_default();
+        debug_assert!(self.pending.is_empty(), "earlier times are folded already");
+        let mut rebuilt = std::mem::take(&mut self.rebuilt);
+        rebuilt.extend(last.into_iter().map(|change| (change.pair, change.figures)));
+        let mut changes: Vec<PairChange> = rebuilt
+            .into_iter()
+            .filter_map(|(pair, figures)| self.against_held(pair, figures, live_from))
+            .collect();
+        let names = &self.names;
+        changes.extend(self.held.drain().map(|((tag, seller_id), previous)| PairChange {
+            time: live_from,
+            pair: PairKey {
+                seller_id,
+                campaign_id: names[&tag].clone(),
+            },
             figures: None,
             previous: Some(previous),
         }));
