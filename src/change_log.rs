@@ -1,6 +1,6 @@
 //! Reading a JSONL change log back: for the demo, the tests and anyone checking a run.
 
-use std::io::BufRead;
+use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use anyhow::{bail, Context};
@@ -62,36 +62,67 @@ pub fn read_changes(path: &Path) -> anyhow::Result<Vec<PairChange>> {
 pub fn fold_state(changes: &[PairChange]) -> PairState {
     let mut state = PairState::new();
     for change in changes {
-        match change.figures {
-            Some(figures) => state.insert(change.pair.clone(), figures),
-            None => state.remove(&change.pair),
-        };
+        apply(&mut state, change.pair.clone(), change.figures);
     }
     state
 }
 
+fn apply(state: &mut PairState, pair: PairKey, figures: Option<PairFigures>) {
+    match figures {
+        Some(figures) => state.insert(pair, figures),
+        None => state.remove(&pair),
+    };
+}
+
 /// Opens an existing change log for a resumed run: drops a partial last line (a write the
 /// previous run did not finish) and returns the pairs the log holds. A missing log holds
-/// nothing.
+/// nothing. The log is folded as it is read: a log of millions of pairs is never in memory
+/// whole, as bytes or as changes (that once tripled a restart's peak memory).
 pub fn recover(path: &Path) -> anyhow::Result<PairState> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(PairState::new()),
-        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
+        Err(error) => return Err(error).with_context(|| format!("cannot open {}", path.display())),
     };
-    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |end| end + 1);
-    if complete < bytes.len() {
-        tracing::warn!(path = %path.display(), dropped_bytes = bytes.len() - complete, "dropping a partial last line");
-        let file = std::fs::OpenOptions::new().write(true).open(path)?;
-        file.set_len(complete as u64)?;
-        file.sync_all()?;
+    let length = file.metadata()?.len();
+    let complete = complete_length(&mut file, length).with_context(|| format!("cannot read {}", path.display()))?;
+    if complete < length {
+        tracing::warn!(path = %path.display(), dropped_bytes = length - complete, "dropping a partial last line");
+        let writable = std::fs::OpenOptions::new().write(true).open(path)?;
+        writable.set_len(complete)?;
+        writable.sync_all()?;
     }
-    let text = std::str::from_utf8(&bytes[..complete]).with_context(|| format!("{} is not UTF-8", path.display()))?;
-    let mut changes = Vec::new();
-    for line in text.lines().filter(|line| !line.is_empty()) {
-        changes.push(parse_change(line)?);
+    file.seek(SeekFrom::Start(0))?;
+    let mut state = PairState::new();
+    let reader = std::io::BufReader::with_capacity(1 << 20, file.take(complete));
+    for line in reader.split(b'\n') {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.is_empty() {
+            continue;
+        }
+        let text = std::str::from_utf8(&line).with_context(|| format!("{} is not UTF-8", path.display()))?;
+        let change = parse_change(text)?;
+        apply(&mut state, change.pair, change.figures);
     }
-    Ok(fold_state(&changes))
+    Ok(state)
+}
+
+/// The length of the file up to and including its last newline, found from the end.
+fn complete_length(file: &mut std::fs::File, length: u64) -> std::io::Result<u64> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut buffer = vec![0; CHUNK as usize];
+    let mut end = length;
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        let chunk = &mut buffer[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(newline) = chunk.iter().rposition(|byte| *byte == b'\n') {
+            return Ok(start + newline as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 #[cfg(test)]
@@ -127,5 +158,23 @@ mod tests {
         );
         assert!(std::fs::read_to_string(&path).unwrap().ends_with("\"time\":1}\n"));
         assert!(recover(&dir.path().join("missing.jsonl")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_partial_line_longer_than_the_search_chunk_is_found_and_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("changes.jsonl");
+        let line = r#"{"op":"upsert","id":"c:1","campaign_id":"c","seller_id":1,"eligible_products":2,"eligible_stock":3,"time":0}"#;
+        std::fs::write(&path, format!("{line}\n{}", "x".repeat(200_000))).unwrap();
+        assert_eq!(recover(&path).unwrap().len(), 1);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{line}\n"));
+
+        std::fs::write(&path, "x".repeat(70_000)).unwrap();
+        assert!(recover(&path).unwrap().is_empty());
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "a log with no complete line is emptied"
+        );
     }
 }
