@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail};
 use dataflows::model::{Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldPair;
-use dataflows::operators::{PairChanges, ReconcileWithHeld, Upsert};
+use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
 use dataflows::render_eligibility;
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
@@ -435,7 +435,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
                 Route::ByPair => pair.hashed(),
             };
             let changes = match live_from {
-                Some(live_from) => changes.clone().reconcile_with_held(held, live_from, route),
+                Some(live_from) => reconcile_with_held(changes.clone(), held, live_from, route),
                 None => changes.clone().pair_changes(route),
             };
             // What the sink refuses for good comes out as dead letters.

@@ -291,7 +291,7 @@ fn run_reconciled(
     rebuild: Vec<Vec<Event>>,
     live: Vec<Vec<Event>>,
 ) -> Vec<PairChange> {
-    use dataflows::operators::ReconcileWithHeld;
+    use dataflows::operators::reconcile_with_held;
     const LIVE_FROM: u64 = 10;
     let (send, recv) = mpsc::channel();
     let send = Arc::new(Mutex::new(send));
@@ -314,9 +314,8 @@ fn run_reconciled(
             let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
             let (held_in, held) = scope.new_input();
-            render_eligibility(products, campaigns, quiet.then_some(LIVE_FROM))
-                .reconcile_with_held(held, LIVE_FROM, |_| 0)
-                .capture_into(send);
+            let changes = render_eligibility(products, campaigns, quiet.then_some(LIVE_FROM));
+            reconcile_with_held(changes, held, LIVE_FROM, |_| 0).capture_into(send);
             (products_in, campaigns_in, held_in)
         });
         if worker.index() == 0 {

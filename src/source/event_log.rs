@@ -168,13 +168,23 @@ impl Source for EventLogSource {
 mod tests {
     use super::*;
 
-    fn read_all(log: &str, batch_size: u64, worker: usize, peers: usize) -> Vec<(Time, u64, bool)> {
+    fn open(
+        log: &str,
+        batch_size: u64,
+        max_unacknowledged_records: u64,
+        worker: usize,
+        peers: usize,
+    ) -> Box<dyn Source> {
         let factory = EventLogFactory {
             input: EventLogInput::Bytes(Arc::new(log.as_bytes().to_vec())),
             batch_size,
-            max_unacknowledged_records: 1,
+            max_unacknowledged_records,
         };
-        let mut source = factory.open(worker, peers, None).unwrap();
+        factory.open(worker, peers, None).unwrap()
+    }
+
+    fn read_all(log: &str, batch_size: u64, worker: usize, peers: usize) -> Vec<(Time, u64, bool)> {
+        let mut source = open(log, batch_size, 1, worker, peers);
         let mut out = Vec::new();
         while source.poll(&mut out, 2).unwrap() == SourceStatus::Open {}
         out.into_iter()
@@ -211,13 +221,7 @@ mod tests {
 
     #[test]
     fn frontier_is_the_batch_of_the_next_line() {
-        let log = format!("{GOOD}\n{GOOD}\n{GOOD}\n");
-        let factory = EventLogFactory {
-            input: EventLogInput::Bytes(Arc::new(log.into_bytes())),
-            batch_size: 2,
-            max_unacknowledged_records: 1,
-        };
-        let mut source = factory.open(0, 1, None).unwrap();
+        let mut source = open(&format!("{GOOD}\n{GOOD}\n{GOOD}\n"), 2, 1, 0, 1);
         let mut out = Vec::new();
         assert_eq!(source.frontier(), 0);
         source.poll(&mut out, 2).unwrap();
@@ -228,13 +232,7 @@ mod tests {
 
     #[test]
     fn the_floor_trails_the_next_line_by_the_bound() {
-        let log = format!("{GOOD}\n").repeat(10);
-        let factory = EventLogFactory {
-            input: EventLogInput::Bytes(Arc::new(log.into_bytes())),
-            batch_size: 2,
-            max_unacknowledged_records: 3,
-        };
-        let mut source = factory.open(0, 1, None).unwrap();
+        let mut source = open(&format!("{GOOD}\n").repeat(10), 2, 3, 0, 1);
         let mut out = Vec::new();
         let mut floors = Vec::new();
         while source.poll(&mut out, 1).unwrap() == SourceStatus::Open {

@@ -7,5 +7,5 @@ pub mod reconcile;
 pub mod upsert;
 
 pub use pair_changes::PairChanges;
-pub use reconcile::ReconcileWithHeld;
+pub use reconcile::reconcile_with_held;
 pub use upsert::Upsert;

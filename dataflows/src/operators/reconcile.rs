@@ -30,85 +30,72 @@ use crate::operators::eligible_pairs::PairTag;
 /// A pair as a sink holds it.
 pub type HeldPair = (PairKey, PairFigures);
 
-/// Extension trait: reconcile the pair changes with the pairs the sinks hold.
-pub trait ReconcileWithHeld<'scope> {
-    /// Routes each pair to the worker `route` picks (as `pair_changes` does) and starts
-    /// its changes from `held`, whose records must carry times below `live_from`.
-    fn reconcile_with_held<F>(
-        self,
-        held: Stream<'scope, Time, Vec<HeldPair>>,
-        live_from: Time,
-        route: F,
-    ) -> Stream<'scope, Time, Vec<PairChange>>
-    where
-        F: Fn(&PairKey) -> u64 + Clone + 'static;
-}
-
-impl<'scope> ReconcileWithHeld<'scope> for Stream<'scope, Time, Vec<PairChange>> {
-    fn reconcile_with_held<F>(
-        self,
-        held: Stream<'scope, Time, Vec<HeldPair>>,
-        live_from: Time,
-        route: F,
-    ) -> Stream<'scope, Time, Vec<PairChange>>
-    where
-        F: Fn(&PairKey) -> u64 + Clone + 'static,
-    {
-        let held_route = route.clone();
-        let changes_pact = Exchange::new(move |change: &PairChange| route(&change.pair));
-        let held_pact = Exchange::new(move |(pair, _figures): &HeldPair| held_route(pair));
-        self.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
-            held,
-            changes_pact,
-            held_pact,
-            "ReconcileWithHeld",
-            move |capability, _info| {
-                let mut live = Some(capability.delayed(&live_from));
-                let mut rebuild = Rebuild::default();
-                move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
-                    held_in.for_each(|_capability, data| {
-                        for (pair, figures) in data.drain(..) {
-                            rebuild.hold(pair, figures);
-                        }
-                    });
-                    changes_in.for_each(|capability, data| {
-                        let time = *capability.least().expect("a totally ordered stamp has a least time");
-                        if time > live_from {
-                            output.session(&capability).give_container(data);
-                        } else {
-                            debug_assert!(data.iter().all(|change| change.time == time));
-                            rebuild.pending.entry(time).or_default().append(data);
-                        }
-                    });
-                    let Some(live_capability) = live.as_ref() else {
-                        return;
-                    };
-                    let passed = |time: &Time| !changes_frontier.less_equal(time) && !held_frontier.less_equal(time);
-                    rebuild.fold_passed(|time| *time < live_from && passed(time));
-                    // Once every held pair is in and no earlier time can come, a quiet
-                    // rebuild's snapshot is checked as it arrives, never kept whole.
-                    let settled = rebuild.rebuilt.is_empty()
-                        && !held_frontier.less_equal(&live_from)
-                        && changes_frontier.frontier().iter().all(|time| *time >= live_from);
-                    if settled {
-                        if let Some(arrived) = rebuild.pending.remove(&live_from) {
-                            let differing = arrived
-                                .into_iter()
-                                .filter_map(|change| rebuild.against_held(change.pair, change.figures, live_from));
-                            output.session(live_capability).give_iterator(differing);
-                        }
+/// Routes each pair's changes to the worker `route` picks (as `pair_changes` does) and
+/// starts them from `held`, the pairs the sinks hold, whose records must carry times below
+/// `live_from`. Closing `held` once fed lets a quiet rebuild be checked as it arrives.
+pub fn reconcile_with_held<'scope, F>(
+    changes: Stream<'scope, Time, Vec<PairChange>>,
+    held: Stream<'scope, Time, Vec<HeldPair>>,
+    live_from: Time,
+    route: F,
+) -> Stream<'scope, Time, Vec<PairChange>>
+where
+    F: Fn(&PairKey) -> u64 + Clone + 'static,
+{
+    let held_route = route.clone();
+    let changes_pact = Exchange::new(move |change: &PairChange| route(&change.pair));
+    let held_pact = Exchange::new(move |(pair, _figures): &HeldPair| held_route(pair));
+    changes.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
+        held,
+        changes_pact,
+        held_pact,
+        "ReconcileWithHeld",
+        move |capability, _info| {
+            let mut live = Some(capability.delayed(&live_from));
+            let mut rebuild = Rebuild::default();
+            move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
+                held_in.for_each(|_capability, data| {
+                    for (pair, figures) in data.drain(..) {
+                        rebuild.hold(pair, figures);
                     }
-                    if passed(&live_from) {
-                        let live = live.take().expect("checked");
-                        let rebuild = std::mem::take(&mut rebuild);
-                        output
-                            .session(&live)
-                            .give_iterator(rebuild.differences(live_from).into_iter());
+                });
+                changes_in.for_each(|capability, data| {
+                    let time = *capability.least().expect("a totally ordered stamp has a least time");
+                    if time > live_from {
+                        output.session(&capability).give_container(data);
+                    } else {
+                        debug_assert!(data.iter().all(|change| change.time == time));
+                        rebuild.pending.entry(time).or_default().append(data);
+                    }
+                });
+                let Some(live_capability) = live.as_ref() else {
+                    return;
+                };
+                let passed = |time: &Time| !changes_frontier.less_equal(time) && !held_frontier.less_equal(time);
+                rebuild.fold_passed(|time| *time < live_from && passed(time));
+                // Once every held pair is in and no earlier time can come, a quiet
+                // rebuild's snapshot is checked as it arrives, never kept whole.
+                let settled = rebuild.rebuilt.is_empty()
+                    && !held_frontier.less_equal(&live_from)
+                    && changes_frontier.frontier().iter().all(|time| *time >= live_from);
+                if settled {
+                    if let Some(arrived) = rebuild.pending.remove(&live_from) {
+                        let differing = arrived
+                            .into_iter()
+                            .filter_map(|change| rebuild.against_held(change.pair, change.figures, live_from));
+                        output.session(live_capability).give_iterator(differing);
                     }
                 }
-            },
-        )
-    }
+                if passed(&live_from) {
+                    let live = live.take().expect("checked");
+                    let rebuild = std::mem::take(&mut rebuild);
+                    output
+                        .session(&live)
+                        .give_iterator(rebuild.differences(live_from).into_iter());
+                }
+            }
+        },
+    )
 }
 
 /// What a worker gathers until `live_from`: the held pairs and the rebuilt figures.
