@@ -30,6 +30,16 @@ pub struct ProcessFigures {
     pub floor_rss_bytes: u64,
 }
 
+impl ProcessFigures {
+    /// (wall, peak RSS) of this process over `other`'s: above 1, this one spent more.
+    pub fn versus(&self, other: &ProcessFigures) -> (f64, f64) {
+        (
+            self.wall_seconds / other.wall_seconds.max(1e-9),
+            self.peak_rss_bytes as f64 / other.peak_rss_bytes.max(1) as f64,
+        )
+    }
+}
+
 /// A finished child: what it printed on stdout, and what it cost.
 pub struct Finished {
     pub stdout: Vec<u8>,

@@ -152,22 +152,19 @@ fn run_file_mode(mut command: Command, log: &Path, outputs: &Outputs, dir: &Path
 }
 
 fn file_run(name: String, workers: Option<usize>, process: ProcessFigures, base: ProcessFigures) -> FileRun {
+    let (wall_vs_baseline, peak_rss_vs_baseline) = process.versus(&base);
     FileRun {
         name,
         workers,
-        wall_vs_baseline: process.wall_seconds / base.wall_seconds.max(1e-9),
-        peak_rss_vs_baseline: process.peak_rss_bytes as f64 / base.peak_rss_bytes.max(1) as f64,
+        wall_vs_baseline,
+        peak_rss_vs_baseline,
         process,
     }
 }
 
 fn two_workers_vs_one(runs: &[FileRun]) -> Option<(f64, f64)> {
     let on = |workers| runs.iter().find(|run| run.workers == Some(workers));
-    let (one, two) = (on(1)?, on(2)?);
-    Some((
-        two.process.wall_seconds / one.process.wall_seconds.max(1e-9),
-        two.process.peak_rss_bytes as f64 / one.process.peak_rss_bytes.max(1) as f64,
-    ))
+    Some(on(2)?.process.versus(&on(1)?.process))
 }
 
 impl FileModeReport {
