@@ -234,8 +234,6 @@ struct JobInputs {
     campaigns: UpsertInput<CampaignId, Campaign>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
-    /// One per change output: what its sink holds, fed in by worker 0 at time 0, then closed.
-    held: Vec<InputHandle<Time, CapacityContainerBuilder<Vec<HeldPair>>>>,
 }
 
 impl JobInputs {
@@ -249,9 +247,6 @@ impl JobInputs {
             self.campaigns.advance_to(time);
             self.rejected.advance_to(time);
             self.checkpoints.advance_to(time);
-            for held in &mut self.held {
-                held.advance_to(time);
-            }
         }
     }
 
@@ -417,7 +412,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
 
     let probe = ProbeHandle::new();
     let metrics = job.metrics.clone();
-    let mut inputs = worker.dataflow_named::<Time, _, _>("Eligibility", |scope| {
+    let (mut inputs, held_inputs) = worker.dataflow_named::<Time, _, _>("Eligibility", |scope| {
         let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
         let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
@@ -469,15 +464,16 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
             metrics.clone(),
         );
 
-        JobInputs {
+        let inputs = JobInputs {
             products: products_in,
             campaigns: campaigns_in,
             rejected: rejected_in,
             checkpoints: checkpoints_in,
-            held: held_inputs,
-        }
+        };
+        (inputs, held_inputs)
     });
-    for (held_in, pairs) in inputs.held.iter_mut().zip(held_pairs) {
+    // One held input per change output: what its sink holds, fed in by worker 0 at time 0.
+    for (mut held_in, pairs) in held_inputs.into_iter().zip(held_pairs) {
         for (sent, pair) in pairs.into_iter().enumerate() {
             held_in.send(pair);
             // Steps now and then, so the held pairs move into the reconcile's map as they
@@ -486,10 +482,9 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
                 worker.step();
             }
         }
+        // Closed at once (dropped here): the reconcile then knows every held pair, and checks
+        // the rebuild's pairs as they arrive instead of keeping them all until `live_from`.
     }
-    // Closed at once: the reconcile then knows every held pair, and checks the rebuild's
-    // pairs as they arrive instead of keeping them all until `live_from` completes.
-    inputs.held.clear();
 
     let mut watch = Watch {
         probe,
