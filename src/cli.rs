@@ -1,4 +1,4 @@
-//! The command line: `eligibility run | generate | demo | produce | campaigns | bench`.
+//! The command line: `eligibility run | generate | demo | produce | campaigns`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,15 +34,6 @@ pub enum Command {
     Produce(ProduceArgs),
     /// A seller's campaigns from the Elasticsearch index, sorted by eligible products or stock.
     Campaigns(CampaignsArgs),
-    /// Measure the engine against per-pair recompute, per-campaign aggregation and a
-    /// hand-written incremental implementation, on the same marketplace in memory.
-    Bench(BenchArgs),
-    /// One bench implementation in a process of its own (the bench runs it).
-    #[command(hide = true)]
-    BenchChild(BenchChildArgs),
-    /// File mode written by hand, which the bench measures `run --input` against.
-    #[command(hide = true)]
-    BenchFileBaseline(BenchFileBaselineArgs),
 }
 
 /// Cluster layout, shared by every command that starts timely workers. Each option
@@ -176,9 +167,9 @@ pub struct MarketplaceArgs {
     pub seed: u64,
 }
 
-impl From<&MarketplaceArgs> for crate::generate::MarketplaceSpec {
+impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
     fn from(args: &MarketplaceArgs) -> Self {
-        crate::generate::MarketplaceSpec {
+        generate::MarketplaceSpec {
             products: args.products,
             sellers: args.sellers,
             categories: args.categories,
@@ -191,96 +182,6 @@ impl From<&MarketplaceArgs> for crate::generate::MarketplaceSpec {
             seed: args.seed,
         }
     }
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Products in the initial load.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub products: u64,
-    #[arg(long, default_value_t = 5_000)]
-    pub sellers: u64,
-    #[arg(long, default_value_t = 1_000)]
-    pub categories: u64,
-    #[arg(long, default_value_t = 2_000)]
-    pub brands: u64,
-    /// Campaigns in the initial load.
-    #[arg(long, default_value_t = 100)]
-    pub campaigns: u64,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// The large preset: 10 million products, 50,000 sellers, 500 campaigns (overrides
-    /// the size options).
-    #[arg(long)]
-    pub scale: bool,
-    /// Engine worker counts to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub workers: Vec<usize>,
-    /// Batch sizes of the product-update phase, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
-    pub batch_sizes: Vec<usize>,
-    /// Product updates per batch size.
-    #[arg(long, default_value_t = 20_000)]
-    pub updates_per_batch_size: usize,
-    /// Events per batch (logical time) during the initial load.
-    #[arg(long, default_value_t = 100_000)]
-    pub load_batch_size: usize,
-    /// Share of the products the new campaign reaches, in (0, 1].
-    #[arg(long, default_value_t = 0.1)]
-    pub new_campaign_share: f64,
-    /// Time a baseline may spend on one phase before the rest is applied untimed.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub baseline_budget: std::time::Duration,
-    /// Skip the engine runs fed event-log lines (JSON decode inside the timed region).
-    #[arg(long)]
-    pub no_json_feed: bool,
-    /// Run the engine only.
-    #[arg(long)]
-    pub no_baselines: bool,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the result tables (Markdown) here, as well as to stdout.
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
-    /// Draw the plots (PNG) into this directory.
-    #[arg(long)]
-    pub plots: Option<PathBuf>,
-    /// Product counts, comma-separated: run the bench once per count, each in a process
-    /// of its own (sellers scale along), and plot figures against products.
-    #[arg(long, value_delimiter = ',')]
-    pub sweep: Vec<u64>,
-    /// Events after the initial load in the file-mode comparison's event log.
-    #[arg(long, default_value_t = 100_000)]
-    pub file_updates: u64,
-    /// Lines per logical time in the file-mode comparison.
-    #[arg(long, default_value_t = 10_000)]
-    pub file_batch_size: u64,
-    /// Skip the file-mode comparison (`eligibility run` against a hand-written equivalent).
-    #[arg(long)]
-    pub no_file_mode: bool,
-    /// Folder for the file-mode event log and outputs [default: a new one in the temp dir].
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchChildArgs {
-    /// The task, as JSON (`bench::child::ChildTask`).
-    #[arg(long)]
-    pub task: String,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchFileBaselineArgs {
-    #[arg(long)]
-    pub input: PathBuf,
-    #[arg(long)]
-    pub output: PathBuf,
-    #[arg(long)]
-    pub dead_letter: PathBuf,
-    #[arg(long, default_value_t = 1000)]
-    pub batch_size: u64,
 }
 
 #[derive(Args, Debug)]
@@ -384,9 +285,6 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => commands::demo::run(args),
         Command::Produce(args) => commands::produce::run(args),
         Command::Campaigns(args) => commands::campaigns::run(args),
-        Command::Bench(args) => commands::bench::run(args),
-        Command::BenchChild(args) => commands::bench::run_child(args),
-        Command::BenchFileBaseline(args) => commands::bench::run_file_baseline(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -13,11 +13,11 @@ use dataflows::model::{PairFigures, SellerId};
 use crate::change_log::{fold_state, read_changes};
 use crate::cli::DemoArgs;
 use crate::cluster::ClusterOptions;
-use crate::generate::{generate_to_vec, MarketplaceSpec};
 use crate::job::{self, Job};
 use crate::metrics::Metrics;
 use crate::sink::file_outputs::jsonl_files;
 use crate::source::event_log::{EventLogFactory, EventLogInput};
+use generate::{generate_to_vec, MarketplaceSpec};
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let spec = MarketplaceSpec::from(&args.marketplace);

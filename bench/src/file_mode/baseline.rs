@@ -1,4 +1,4 @@
-//! `eligibility bench-file-baseline`: file mode written by hand, to measure
+//! `eligibility-bench file-baseline`: file mode written by hand, to measure
 //! `eligibility run` against.
 //!
 //! It reads the event log as the file source does (line `n`, rejected or not, belongs to
@@ -17,11 +17,11 @@ use anyhow::Context;
 use dataflows::decode::{decode_envelope, Record};
 use dataflows::model::{PairChange, Time};
 
-use crate::bench::baselines::incremental::Incremental;
-use crate::dead_letter::{DeadLetter, Origin};
-use crate::metrics::Metrics;
-use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
-use crate::sink::Sink;
+use crate::baselines::incremental::Incremental;
+use eligibility::dead_letter::{DeadLetter, Origin};
+use eligibility::metrics::Metrics;
+use eligibility::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
+use eligibility::sink::Sink;
 
 /// The change log and the dead letters of one batch, as the job writes them.
 struct Outputs {
