@@ -1,12 +1,10 @@
 //! The command line: `eligibility run | generate | demo | produce | campaigns`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cluster::{ClusterOptions, Peers};
-use crate::commands;
+use crate::cluster::layers::ClusterArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,72 +32,6 @@ pub enum Command {
     Produce(ProduceArgs),
     /// A seller's campaigns from the Elasticsearch index, sorted by eligible products or stock.
     Campaigns(CampaignsArgs),
-}
-
-/// Cluster layout, shared by every command that starts timely workers. Each option
-/// overrides the config file's `[cluster]`; each can also come from the environment, as
-/// on Kubernetes.
-#[derive(Args, Debug, Clone, Default)]
-pub struct ClusterArgs {
-    /// Worker threads per process [default: 1].
-    #[arg(long, env = "ELIGIBILITY_WORKERS")]
-    pub workers: Option<usize>,
-    /// Number of processes in the cluster [default: 1].
-    #[arg(long, env = "ELIGIBILITY_PROCESSES")]
-    pub processes: Option<usize>,
-    /// Index of this process, 0-based [default: 0].
-    #[arg(long, env = "ELIGIBILITY_PROCESS", conflicts_with = "pod_name")]
-    pub process: Option<usize>,
-    /// A StatefulSet pod name; its ordinal suffix is the process index (`eligibility-2`: 2).
-    #[arg(long, env = "ELIGIBILITY_POD_NAME")]
-    pub pod_name: Option<String>,
-    /// File of host:port lines, one per process, in process order.
-    #[arg(long, conflicts_with = "peers")]
-    pub hostfile: Option<PathBuf>,
-    /// The peers as a host:port pattern, `{i}` standing for the process index.
-    #[arg(long, env = "ELIGIBILITY_PEERS")]
-    pub peers: Option<String>,
-    /// Port of process 0's start-up rendezvous [default: its peer port + 1].
-    #[arg(long, env = "ELIGIBILITY_RENDEZVOUS_PORT")]
-    pub rendezvous_port: Option<u16>,
-}
-
-impl ClusterArgs {
-    /// The layout: these options over the config file's, over the defaults. `fingerprint`
-    /// is what every process must agree on besides the layout.
-    pub fn resolve(
-        &self,
-        config: Option<&crate::config::ClusterConfig>,
-        fingerprint: u64,
-    ) -> anyhow::Result<ClusterOptions> {
-        let defaults = ClusterOptions::default();
-        let process = match (&self.process, &self.pod_name) {
-            (Some(process), _) => *process,
-            (None, Some(pod_name)) => crate::cluster::ordinal_of(pod_name)?,
-            (None, None) => defaults.process,
-        };
-        let peers = match (&self.hostfile, &self.peers, config) {
-            (Some(path), _, _) => Peers::Hostfile(path.clone()),
-            (None, Some(pattern), _) => Peers::Pattern(pattern.clone()),
-            (None, None, Some(config)) => match (&config.hostfile, &config.peers) {
-                (Some(path), _) => Peers::Hostfile(path.clone()),
-                (None, Some(pattern)) => Peers::Pattern(pattern.clone()),
-                (None, None) => Peers::Alone,
-            },
-            (None, None, None) => Peers::Alone,
-        };
-        Ok(ClusterOptions {
-            workers: self.workers.or(config.map(|c| c.workers)).unwrap_or(defaults.workers),
-            processes: self
-                .processes
-                .or(config.map(|c| c.processes))
-                .unwrap_or(defaults.processes),
-            process,
-            peers,
-            rendezvous_port: self.rendezvous_port,
-            fingerprint,
-        })
-    }
 }
 
 #[derive(Args, Debug)]
@@ -264,33 +196,4 @@ pub struct CampaignsArgs {
     /// The pairs index, when no --config is given.
     #[arg(long, default_value = "eligibility-pairs")]
     pub index: String,
-}
-
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
-}
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(&cli.log);
-    let result = match &cli.command {
-        Command::Run(args) => commands::run::run(args),
-        Command::Generate(args) => commands::generate::run(args),
-        Command::Demo(args) => commands::demo::run(args),
-        Command::Produce(args) => commands::produce::run(args),
-        Command::Campaigns(args) => commands::campaigns::run(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
 }

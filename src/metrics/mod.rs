@@ -80,6 +80,40 @@ pub struct SinkMetrics {
     pub request_seconds: Family<SinkLabels, Histogram>,
 }
 
+/// One sink's series, as handles sharing the registered values.
+#[derive(Clone)]
+pub struct SinkHandles {
+    pub pairs_upserted: Counter,
+    pub pairs_deleted: Counter,
+    pub pairs_live: Gauge,
+    pub requests: Counter,
+    pub retries: Counter,
+    pub documents_written: Counter,
+    pub documents_deleted: Counter,
+    pub documents_rejected: Counter,
+    pub requests_in_flight: Gauge,
+    pub request_seconds: Histogram,
+}
+
+impl SinkHandles {
+    /// Counts the pair changes of one time: upserts, deletes, and pairs begun or ended.
+    pub fn record_changes(&self, changes: &[dataflows::PairChange]) {
+        let mut upserts = 0;
+        let mut live = 0i64;
+        for change in changes {
+            match (change.figures.is_some(), change.previous.is_some()) {
+                (true, false) => live += 1,
+                (false, true) => live -= 1,
+                _ => {}
+            }
+            upserts += u64::from(change.figures.is_some());
+        }
+        self.pairs_upserted.inc_by(upserts);
+        self.pairs_deleted.inc_by(changes.len() as u64 - upserts);
+        self.pairs_live.inc_by(live);
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -222,22 +256,21 @@ impl Metrics {
     }
 
     /// Accounts for changes `sink` was handed.
-    pub fn record_changes(&self, sink: &SinkLabels, changes: &[dataflows::PairChange]) {
-        let mut upserts = 0;
-        let mut live = 0i64;
-        for change in changes {
-            match (change.figures.is_some(), change.previous.is_some()) {
-                (true, false) => live += 1,
-                (false, true) => live -= 1,
-                _ => {}
-            }
-            upserts += u64::from(change.figures.is_some());
+    /// The handles of one sink's series, looked up once (its writes then take no lock).
+    pub fn sink_handles(&self, name: &str) -> SinkHandles {
+        let labels = Self::sink(name);
+        SinkHandles {
+            pairs_upserted: self.pairs_upserted.get_or_create(&labels).clone(),
+            pairs_deleted: self.pairs_deleted.get_or_create(&labels).clone(),
+            pairs_live: self.pairs_live.get_or_create(&labels).clone(),
+            requests: self.sinks.requests.get_or_create(&labels).clone(),
+            retries: self.sinks.retries.get_or_create(&labels).clone(),
+            documents_written: self.sinks.documents_written.get_or_create(&labels).clone(),
+            documents_deleted: self.sinks.documents_deleted.get_or_create(&labels).clone(),
+            documents_rejected: self.sinks.documents_rejected.get_or_create(&labels).clone(),
+            requests_in_flight: self.sinks.requests_in_flight.get_or_create(&labels).clone(),
+            request_seconds: self.sinks.request_seconds.get_or_create(&labels).clone(),
         }
-        self.pairs_upserted.get_or_create(sink).inc_by(upserts);
-        self.pairs_deleted
-            .get_or_create(sink)
-            .inc_by(changes.len() as u64 - upserts);
-        self.pairs_live.get_or_create(sink).inc_by(live);
     }
 
     /// (upserts, deletes, live pairs) of `sink`.

@@ -20,8 +20,8 @@ use dataflows::model::{PairChange, Time};
 use crate::baselines::incremental::Incremental;
 use eligibility::dead_letter::{DeadLetter, Origin};
 use eligibility::metrics::Metrics;
+use eligibility::sink::contract::Sink;
 use eligibility::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
-use eligibility::sink::Sink;
 
 /// The change log and the dead letters of one batch, as the job writes them.
 struct Outputs {
@@ -79,6 +79,6 @@ impl Outputs {
     fn write(&mut self, time: Time, mut changes: Vec<PairChange>, rejected: &[DeadLetter]) -> anyhow::Result<()> {
         changes.sort();
         self.changes.write(time, &changes)?;
-        self.dead_letters.write(time, rejected)
+        Ok(self.dead_letters.write(time, rejected)?)
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use super::SourceContext;
+use super::context::SourceContext;
 use crate::metrics::Metrics;
 
 /// How often the high watermarks are fetched.
