@@ -338,6 +338,21 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_configs_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("config"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        paths.push(root.join("k8s/base/job.toml"));
+        assert!(paths.len() >= 2);
+        for path in paths {
+            JobConfig::load(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        }
+    }
+
+    #[test]
     fn secrets_come_from_the_environment() {
         let mut config: JobConfig = toml::from_str(
             r#"
