@@ -294,6 +294,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             tracing::info!(worker = index, "shutdown requested: finishing the batches in flight");
             break;
         }
+        source.acknowledged(watch.acknowledged());
         let status = source.poll(&mut staged, BUDGET)?;
         let idle = staged.is_empty();
         let read = staged

@@ -110,6 +110,10 @@ pub trait Source {
     /// The job polls again only once every sink has acknowledged all times below this:
     /// how far the source may run ahead of its output.
     fn backpressure_floor(&self) -> Time;
+
+    /// Every sink has acknowledged every time below `frontier` (every time, if `None`).
+    /// Told before each poll; a source may size its batches and report its backlog by it.
+    fn acknowledged(&mut self, _frontier: Option<Time>) {}
 }
 
 /// Opens each worker's source.

@@ -1,9 +1,11 @@
 //! `[kafka]` and `[batching]`: the Kafka source's connection, topics and logical times.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::clock::BatchPolicy;
 use crate::source::SourceError;
 
 /// The Kafka source.
@@ -94,9 +96,21 @@ pub struct BatchingConfig {
     /// A batch closes when a worker has read this many records into it…
     #[serde(default = "default_batch_max_records")]
     pub max_records: u64,
-    /// …or when it has been open this long (milliseconds), whichever comes first.
+    /// …or when it has been open this long (milliseconds), or as soon as nothing more is
+    /// ready, whichever comes first…
     #[serde(default = "default_batch_max_delay_ms")]
     pub max_delay_ms: u64,
+    /// …but no sooner than this (milliseconds) after the previous batch closed: a steady
+    /// trickle then pays the per-batch cost at most 1000 / `min_interval_ms` times a second,
+    /// for at most this much freshness. A lone change after a quiet spell waits for nothing.
+    #[serde(default = "default_batch_min_interval_ms")]
+    pub min_interval_ms: u64,
+    /// While an earlier batch still waits for the sinks' acknowledgement, a batch stays
+    /// open and grows up to this many records: a backlog forms fewer, larger batches, and
+    /// the intermediate states between them are never computed or written. Equal to
+    /// `max_records`, batches never grow.
+    #[serde(default = "default_batch_max_records_behind")]
+    pub max_records_behind: u64,
 }
 
 impl Default for BatchingConfig {
@@ -104,6 +118,8 @@ impl Default for BatchingConfig {
         BatchingConfig {
             max_records: default_batch_max_records(),
             max_delay_ms: default_batch_max_delay_ms(),
+            min_interval_ms: default_batch_min_interval_ms(),
+            max_records_behind: default_batch_max_records_behind(),
         }
     }
 }
@@ -114,4 +130,23 @@ fn default_batch_max_records() -> u64 {
 
 fn default_batch_max_delay_ms() -> u64 {
     100
+}
+
+fn default_batch_min_interval_ms() -> u64 {
+    50
+}
+
+fn default_batch_max_records_behind() -> u64 {
+    100_000
+}
+
+impl BatchingConfig {
+    pub fn policy(&self) -> BatchPolicy {
+        BatchPolicy {
+            max_records: self.max_records,
+            max_records_behind: self.max_records_behind,
+            max_delay: Duration::from_millis(self.max_delay_ms),
+            min_interval: Duration::from_millis(self.min_interval_ms),
+        }
+    }
 }

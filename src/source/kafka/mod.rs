@@ -16,6 +16,7 @@
 //! have acknowledged that batch.
 
 pub mod assignment;
+pub mod backlog;
 pub mod client;
 pub mod clock;
 pub mod config;
@@ -39,6 +40,7 @@ use rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 
 use self::assignment::{partitions_of, PartitionId};
+use self::backlog::{unix_millis, PartitionBacklog};
 use self::clock::{live_time_now, BatchClock, ChunkClock, LIVE_TIME_BASE};
 use self::config::{BatchingConfig, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
@@ -111,6 +113,7 @@ impl SourceFactory for KafkaSourceFactory {
                 .clone();
             partitions.push(OwnedPartition {
                 consumed,
+                backlog: PartitionBacklog::new(start.rebuild_until.max(0)),
                 reached: start.rebuild_until <= 0,
                 id: start.id,
                 rebuild_until: start.rebuild_until,
@@ -126,6 +129,7 @@ impl SourceFactory for KafkaSourceFactory {
                 topic: p.id.topic.clone(),
                 partition: p.id.partition,
                 position: p.position.clone(),
+                backlog: p.backlog.shared.clone(),
             })
             .collect();
         let lag = LagWatcher::start(consumer.clone(), watched, self.metrics.clone());
@@ -138,11 +142,11 @@ impl SourceFactory for KafkaSourceFactory {
             phase: if rebuilding { Phase::Rebuilding } else { Phase::Live },
             chunks: ChunkClock::new(self.kafka.rehydration_chunk_records),
             batches: BatchClock::new(
-                self.batching.max_records,
-                Duration::from_millis(self.batching.max_delay_ms),
+                self.batching.policy(),
                 // The reconciliation happens at `live_from`; live batches come after it.
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
+            awaiting_acknowledgement: VecDeque::new(),
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
             max_unacknowledged_records: self.kafka.max_unacknowledged_records,
             unacknowledged: VecDeque::new(),
@@ -180,6 +184,8 @@ struct OwnedPartition {
     at_end: bool,
     /// This partition's consumed-records counter, looked up once (no label or lock per record).
     consumed: Counter,
+    /// What it has read that the sinks have not yet acknowledged.
+    backlog: PartitionBacklog,
 }
 
 pub struct KafkaSource {
@@ -195,6 +201,8 @@ pub struct KafkaSource {
     max_unacknowledged: u64,
     /// How many records of closed live batches may wait for the sinks' acknowledgement.
     max_unacknowledged_records: u64,
+    /// Closed live batches not yet acknowledged: while any is, the open batch grows.
+    awaiting_acknowledgement: VecDeque<Time>,
     /// Closed live batches that may not be acknowledged yet: (time, records).
     unacknowledged: VecDeque<(Time, u64)>,
     unacknowledged_records: u64,
@@ -242,7 +250,8 @@ impl KafkaSource {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
                 self.batch_records += 1;
-                let time = self.batches.time_for_record(now, live_time_now());
+                let behind = !self.awaiting_acknowledgement.is_empty();
+                let time = self.batches.time_for_record(now, live_time_now(), behind);
                 (time, !self.batches.is_open())
             }
         };
@@ -250,6 +259,7 @@ impl KafkaSource {
         partition.next_offset = offset + 1;
         partition.position.store(partition.next_offset, Ordering::Relaxed);
         partition.consumed.inc();
+        partition.backlog.read(time, offset, unix_millis());
         out.push(Self::record(&partition.id, time, key, payload, offset));
         if closed {
             out.push(self.closed_batch(time));
@@ -261,6 +271,7 @@ impl KafkaSource {
         self.metrics.batches_closed.inc();
         self.metrics.batch_records.observe(self.batch_records as f64);
         if self.phase == Phase::Live {
+            self.awaiting_acknowledgement.push_back(time);
             self.unacknowledged.push_back((time, self.batch_records));
             self.unacknowledged_records += self.batch_records;
             // The job loop waits for the floor before it polls again, so the batches
@@ -419,7 +430,8 @@ impl Source for KafkaSource {
             self.go_live(out)?;
         }
         if self.phase == Phase::Live {
-            if let Some(time) = self.batches.tick(Instant::now(), taken == 0) {
+            let behind = !self.awaiting_acknowledgement.is_empty();
+            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, behind) {
                 out.push(self.closed_batch(time));
             }
             let caught_up = self.partitions.iter().all(|p| p.at_end && p.held_back.is_empty());
@@ -434,6 +446,18 @@ impl Source for KafkaSource {
         match self.phase {
             Phase::Rebuilding => self.chunks.frontier(),
             Phase::Live => self.batches.frontier(live_time_now()),
+        }
+    }
+
+    fn acknowledged(&mut self, frontier: Option<Time>) {
+        while let Some(first) = self.awaiting_acknowledgement.front() {
+            if frontier.is_some_and(|frontier| *first >= frontier) {
+                break;
+            }
+            self.awaiting_acknowledgement.pop_front();
+        }
+        for partition in &mut self.partitions {
+            partition.backlog.acknowledged(frontier);
         }
     }
 
