@@ -1,13 +1,25 @@
-//! The machinery every bulk sink shares: batching, bounded concurrency, retries, acks.
+//! The machinery every bulk sink shares: coalescing, batching, bounded concurrency,
+//! retries, acks.
 //!
 //! ```text
-//!   write(t, changes) -> ops (id, version = t, body | delete) -> buffer
+//!   write(t, changes) -> ops (id, version = t, body | delete)
+//!                        -> at most one unsent op per document: a newer op takes the place of an
+//!                           unsent older one (in the buffer, or waiting for its retry), which is
+//!                           superseded (counted in `writes_coalesced`)
 //!   flush(upper):
 //!     completed requests -> per op: Done | Retry (backoff) | Rejected (dead letter)
-//!     due retries        -> back into the buffer, unless a newer op for the document exists
+//!                           Done and Rejected settle the op and every superseded older version
+//!                           Retry of an op whose document has a newer op: superseded instead
+//!     due retries        -> back into the buffer
 //!     buffer             -> requests of <= max_actions / max_bytes, <= max_in_flight at once
-//!     acknowledged       =  the least time with an op not yet done (else `upper`)
+//!     acknowledged       =  the least time with an op neither settled nor superseded by a
+//!                           settled newer version (else `upper`)
 //! ```
+//!
+//! Coalescing saves the destination every intermediate state of a document that changes
+//! again while its earlier write still waits (behind requests in flight, or a stall); the
+//! acknowledgement stays exact: a superseded op's time is outstanding until a version at least
+//! as new is written or dead-lettered, since until then the destination holds an older value.
 //!
 //! While the destination is down or blocks writes (`stalled`), retries back off up to
 //! `retry_max`, but one document is sent as a probe at most every [`PROBE_INTERVAL`]; the first
@@ -20,7 +32,7 @@
 //! (`BulkService`) only builds requests and reads their answers; Elasticsearch and Couchbase
 //! are each one file. Versions only grow with the logical time, so a retried or reordered
 //! write can never replace a newer value: the destination refuses the stale version, and a
-//! retry whose document was written again since is dropped before it is sent.
+//! retry whose document was written again since is superseded before it is sent.
 
 pub mod output;
 pub mod settings;
@@ -144,8 +156,33 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Completed {
     ops: Arc<Vec<DocumentOp>>,
+    /// Attempts made before this request, per op.
+    attempts: Vec<u32>,
     result: RequestResult,
     elapsed: Duration,
+}
+
+/// A document's one op not yet sent (or sent again): in the buffer, or waiting for a retry.
+struct Unsent {
+    op: DocumentOp,
+    /// Attempts made so far.
+    attempt: u32,
+    /// Its key in `retries` while it waits there; `None` while it is in the buffer.
+    retry: Option<(Instant, u64)>,
+}
+
+/// A document with ops not yet settled (written or dead-lettered).
+#[derive(Default)]
+struct Document {
+    /// The greatest version received.
+    newest: u64,
+    /// Its ops unsent or in flight.
+    live: usize,
+    /// The greatest version settled so far.
+    settled: Option<u64>,
+    /// (version, time) of its superseded ops whose times wait for a version at least as new
+    /// to settle.
+    superseded: Vec<(u64, Time)>,
 }
 
 /// A sink that writes pair changes through a [`BulkService`].
@@ -156,23 +193,24 @@ pub struct BulkSink<S: BulkService> {
     config: BulkConfig,
     metrics: Arc<Metrics>,
     handles: SinkHandles,
-    buffer: VecDeque<DocumentOp>,
+    /// Documents whose unsent op is ready to go, in the order they began to wait.
+    buffer: VecDeque<String>,
     buffer_bytes: usize,
     oldest_buffered: Option<Instant>,
+    /// Every document's unsent op, buffered or waiting for its retry.
+    unsent: HashMap<String, Unsent>,
     in_flight: usize,
     completed_tx: mpsc::Sender<Completed>,
     completed: mpsc::Receiver<Completed>,
-    /// Ops waiting for their retry, by when they are due.
-    retries: BTreeMap<(Instant, u64), (DocumentOp, u32)>,
+    /// Documents whose unsent op waits for its retry, by when it is due.
+    retries: BTreeMap<(Instant, u64), String>,
     retry_sequence: u64,
-    /// Attempts so far of ops in flight, by (id, version).
-    attempts: HashMap<(String, u64), u32>,
-    /// Ops not yet done, per time: what holds the acknowledged frontier back.
+    /// Ops neither settled nor released, per time: what holds the acknowledged frontier back.
     outstanding: BTreeMap<Time, usize>,
     /// Documents in requests in flight (kept only for services that need ordered writes).
     in_flight_documents: HashMap<String, usize>,
-    /// Per document with ops outstanding: the newest version written, and how many ops.
-    newest: HashMap<String, (u64, usize)>,
+    /// Documents with ops not yet settled.
+    documents: HashMap<String, Document>,
     request_failures: u32,
     next_request_at: Instant,
     /// The last answer was a failed request or a blocking refusal: retries wait on the
@@ -181,6 +219,16 @@ pub struct BulkSink<S: BulkService> {
     next_probe_at: Instant,
     rejected: Vec<(Time, DeadLetter)>,
     rng: rand_chacha::ChaCha8Rng,
+}
+
+/// One op of `time` is done with.
+fn release(outstanding: &mut BTreeMap<Time, usize>, time: Time) {
+    if let Some(count) = outstanding.get_mut(&time) {
+        *count -= 1;
+        if *count == 0 {
+            outstanding.remove(&time);
+        }
+    }
 }
 
 impl<S: BulkService> BulkSink<S> {
@@ -202,15 +250,15 @@ impl<S: BulkService> BulkSink<S> {
             buffer: VecDeque::new(),
             buffer_bytes: 0,
             oldest_buffered: None,
+            unsent: HashMap::new(),
             in_flight: 0,
             completed_tx,
             completed,
             retries: BTreeMap::new(),
             retry_sequence: 0,
-            attempts: HashMap::new(),
             outstanding: BTreeMap::new(),
             in_flight_documents: HashMap::new(),
-            newest: HashMap::new(),
+            documents: HashMap::new(),
             request_failures: 0,
             next_request_at: Instant::now(),
             stalled: false,
@@ -220,36 +268,121 @@ impl<S: BulkService> BulkSink<S> {
         }
     }
 
-    fn buffer_op(&mut self, op: DocumentOp) {
+    /// Makes a new `op` its document's unsent op. An unsent older op keeps its place in the
+    /// buffer for it (or, if it waited for a retry, the new op joins the buffer at once).
+    fn buffer_new(&mut self, op: DocumentOp) {
         self.buffer_bytes += op.size();
         self.oldest_buffered.get_or_insert_with(Instant::now);
-        self.buffer.push_back(op);
-    }
-
-    fn done(&mut self, op: &DocumentOp) {
-        if let Some(count) = self.outstanding.get_mut(&op.time) {
-            *count -= 1;
-            if *count == 0 {
-                self.outstanding.remove(&op.time);
+        let id = op.id.clone();
+        let unsent = Unsent {
+            op,
+            attempt: 0,
+            retry: None,
+        };
+        match self.unsent.insert(id.clone(), unsent) {
+            None => self.buffer.push_back(id),
+            Some(older) => {
+                match older.retry {
+                    Some(key) => {
+                        self.retries.remove(&key);
+                        self.buffer.push_back(id);
+                    }
+                    None => self.buffer_bytes -= older.op.size(),
+                }
+                self.supersede(older.op);
             }
         }
-        if let Some((_, open)) = self.newest.get_mut(&op.id) {
-            *open -= 1;
-            if *open == 0 {
-                self.newest.remove(&op.id);
+    }
+
+    /// Moves a document's unsent op from its retry into the buffer.
+    fn buffer_retry(&mut self, id: String, fresh: bool) {
+        let unsent = self.unsent.get_mut(&id).expect("a waiting retry is unsent");
+        unsent.retry = None;
+        if fresh {
+            unsent.attempt = 0;
+        }
+        self.buffer_bytes += unsent.op.size();
+        self.oldest_buffered.get_or_insert_with(Instant::now);
+        self.buffer.push_back(id);
+    }
+
+    /// `op` was written or dead-lettered: its time is done, and so are those of the older
+    /// versions it supersedes.
+    fn settle(&mut self, op: &DocumentOp) {
+        release(&mut self.outstanding, op.time);
+        let Some(document) = self.documents.get_mut(&op.id) else {
+            return;
+        };
+        document.live -= 1;
+        document.settled = document.settled.max(Some(op.version));
+        let outstanding = &mut self.outstanding;
+        document.superseded.retain(|&(version, time)| {
+            let covered = version <= op.version;
+            if covered {
+                release(outstanding, time);
             }
+            !covered
+        });
+        if document.live == 0 {
+            // The newest op was the last to go, and it settled: it covered every older one.
+            debug_assert!(document.superseded.is_empty());
+            self.documents.remove(&op.id);
         }
     }
 
+    /// Drops `op` for a newer op of its document. Its time stays outstanding until a version
+    /// at least as new settles: until then the destination may hold an older value.
+    fn supersede(&mut self, op: DocumentOp) {
+        self.handles.writes_coalesced.inc();
+        let document = self.documents.get_mut(&op.id).expect("a live op has its document");
+        document.live -= 1;
+        if document.settled >= Some(op.version) {
+            release(&mut self.outstanding, op.time);
+            if document.live == 0 {
+                debug_assert!(document.superseded.is_empty());
+                self.documents.remove(&op.id);
+            }
+        } else {
+            // The newer op is still live (unsent or in flight) and will release this one.
+            debug_assert!(document.live > 0);
+            document.superseded.push((op.version, op.time));
+        }
+    }
+
+    /// Schedules `op` again, unless its document has a newer op by now (then it is superseded).
     fn schedule_retry(&mut self, op: DocumentOp, attempt: u32) {
+        let newer = self.unsent.contains_key(&op.id)
+            || self
+                .documents
+                .get(&op.id)
+                .is_some_and(|document| document.newest > op.version);
+        if newer {
+            self.supersede(op);
+            return;
+        }
         let due = Instant::now() + self.config.backoff.delay(attempt, &mut self.rng);
         self.retry_sequence += 1;
-        self.retries.insert((due, self.retry_sequence), (op, attempt));
+        let key = (due, self.retry_sequence);
+        self.retries.insert(key, op.id.clone());
+        self.unsent.insert(
+            op.id.clone(),
+            Unsent {
+                op,
+                attempt,
+                retry: Some(key),
+            },
+        );
         self.handles.retries.inc();
     }
 
     fn take_completed(&mut self) {
-        while let Ok(Completed { ops, result, elapsed }) = self.completed.try_recv() {
+        while let Ok(Completed {
+            ops,
+            attempts,
+            result,
+            elapsed,
+        }) = self.completed.try_recv()
+        {
             self.in_flight -= 1;
             for op in ops.iter() {
                 if let Some(count) = self.in_flight_documents.get_mut(&op.id) {
@@ -261,10 +394,7 @@ impl<S: BulkService> BulkSink<S> {
             }
             self.handles.requests_in_flight.dec();
             self.handles.request_seconds.observe(elapsed.as_secs_f64());
-            let attempts: Vec<u32> = ops
-                .iter()
-                .map(|op| self.attempts.remove(&(op.id.clone(), op.version)).unwrap_or(0) + 1)
-                .collect();
+            let attempts = attempts.into_iter().map(|attempt| attempt + 1);
             match result {
                 Err(failure) => {
                     self.request_failures += 1;
@@ -293,7 +423,7 @@ impl<S: BulkService> BulkSink<S> {
                                 };
                                 counter.inc();
                                 written = true;
-                                self.done(op);
+                                self.settle(op);
                             }
                             ItemOutcome::Retry { reason, blocking } => {
                                 if blocking {
@@ -307,7 +437,7 @@ impl<S: BulkService> BulkSink<S> {
                                 let body = op.body.clone().unwrap_or_default();
                                 self.rejected
                                     .push((op.time, DeadLetter::document(&self.name, &op.id, &code, reason, body)));
-                                self.done(op);
+                                self.settle(op);
                             }
                         }
                     }
@@ -326,28 +456,19 @@ impl<S: BulkService> BulkSink<S> {
         }
     }
 
-    /// The next waiting retry due by `until`, unless stale (then it is done and skipped).
-    fn take_retry(&mut self, until: Option<Instant>) -> Option<DocumentOp> {
-        while let Some(entry) = self.retries.first_entry() {
-            if until.is_some_and(|until| entry.key().0 > until) {
-                return None;
-            }
-            let (op, attempt) = entry.remove();
-            // A newer write of the same document went out since: this one is stale.
-            if self.newest.get(&op.id).is_some_and(|(newest, _)| *newest > op.version) {
-                self.done(&op);
-                continue;
-            }
-            self.attempts.insert((op.id.clone(), op.version), attempt);
-            return Some(op);
+    /// The document of the next waiting retry due by `until`, taken off `retries`.
+    fn take_retry(&mut self, until: Option<Instant>) -> Option<String> {
+        let entry = self.retries.first_entry()?;
+        if until.is_some_and(|until| entry.key().0 > until) {
+            return None;
         }
-        None
+        Some(entry.remove())
     }
 
     fn requeue_due_retries(&mut self) {
         let now = Instant::now();
-        while let Some(op) = self.take_retry(Some(now)) {
-            self.buffer_op(op);
+        while let Some(id) = self.take_retry(Some(now)) {
+            self.buffer_retry(id, false);
         }
     }
 
@@ -355,9 +476,8 @@ impl<S: BulkService> BulkSink<S> {
     fn retry_all_now(&mut self) {
         tracing::info!(sink = %self.name, waiting = self.retries.len(), "the destination writes again; retrying what waited at once");
         self.next_request_at = Instant::now();
-        while let Some(op) = self.take_retry(None) {
-            self.attempts.remove(&(op.id.clone(), op.version));
-            self.buffer_op(op);
+        while let Some(id) = self.take_retry(None) {
+            self.buffer_retry(id, true);
         }
     }
 
@@ -367,36 +487,37 @@ impl<S: BulkService> BulkSink<S> {
         if !self.stalled || self.in_flight > 0 || !self.buffer.is_empty() || now < self.next_probe_at {
             return;
         }
-        if let Some(op) = self.take_retry(None) {
+        if let Some(id) = self.take_retry(None) {
             self.next_probe_at = now + PROBE_INTERVAL;
-            self.send_request(vec![op]);
+            let unsent = self.unsent.remove(&id).expect("a waiting retry is unsent");
+            self.send_request(vec![unsent]);
         }
     }
 
-    /// Takes the next request's ops off the buffer, in order. For a destination that needs
-    /// ordered writes, a document already in flight or already in this request waits.
-    fn next_batch(&mut self) -> Option<(Vec<DocumentOp>, usize)> {
+    /// Takes the next request's ops off the buffer, in order (one per document, as it holds).
+    /// For a destination that needs ordered writes, a document already in flight waits.
+    fn next_batch(&mut self) -> Option<(Vec<Unsent>, usize)> {
         let ordered = self.service.needs_ordered_writes();
-        let mut ops = Vec::new();
+        let mut batch = Vec::new();
         let mut bytes = 0;
         let mut waiting = Vec::new();
-        let mut in_batch = std::collections::HashSet::new();
-        while let Some(op) = self.buffer.pop_front() {
-            if !ops.is_empty() && (ops.len() >= self.config.max_actions || bytes + op.size() > self.config.max_bytes) {
-                self.buffer.push_front(op);
+        while let Some(id) = self.buffer.pop_front() {
+            let size = self.unsent[&id].op.size();
+            if !batch.is_empty() && (batch.len() >= self.config.max_actions || bytes + size > self.config.max_bytes) {
+                self.buffer.push_front(id);
                 break;
             }
-            if ordered && (self.in_flight_documents.contains_key(&op.id) || !in_batch.insert(op.id.clone())) {
-                waiting.push(op);
+            if ordered && self.in_flight_documents.contains_key(&id) {
+                waiting.push(id);
                 continue;
             }
-            bytes += op.size();
-            ops.push(op);
+            bytes += size;
+            batch.push(self.unsent.remove(&id).expect("a buffered document is unsent"));
         }
-        for op in waiting.into_iter().rev() {
-            self.buffer.push_front(op);
+        for id in waiting.into_iter().rev() {
+            self.buffer.push_front(id);
         }
-        (!ops.is_empty()).then_some((ops, bytes))
+        (!batch.is_empty()).then_some((batch, bytes))
     }
 
     fn dispatch(&mut self, closing: bool) {
@@ -411,19 +532,21 @@ impl<S: BulkService> BulkSink<S> {
             if !(full || waited || closing || self.in_flight == 0) {
                 break;
             }
-            let Some((ops, bytes)) = self.next_batch() else { break };
+            let Some((batch, bytes)) = self.next_batch() else { break };
             self.buffer_bytes -= bytes;
             self.oldest_buffered = (!self.buffer.is_empty()).then(Instant::now);
-            self.send_request(ops);
+            self.send_request(batch);
         }
     }
 
-    fn send_request(&mut self, ops: Vec<DocumentOp>) {
+    fn send_request(&mut self, batch: Vec<Unsent>) {
         if self.service.needs_ordered_writes() {
-            for op in &ops {
-                *self.in_flight_documents.entry(op.id.clone()).or_default() += 1;
+            for unsent in &batch {
+                *self.in_flight_documents.entry(unsent.op.id.clone()).or_default() += 1;
             }
         }
+        let (ops, attempts): (Vec<DocumentOp>, Vec<u32>) =
+            batch.into_iter().map(|unsent| (unsent.op, unsent.attempt)).unzip();
         let ops = Arc::new(ops);
         let service = self.service.clone();
         let completed = self.completed_tx.clone();
@@ -443,6 +566,7 @@ impl<S: BulkService> BulkSink<S> {
                 .unwrap_or_else(|error| Err(RequestFailure::Unanswered(format!("the request task failed: {error}"))));
             let _ = completed.send(Completed {
                 ops,
+                attempts,
                 result,
                 elapsed: started.elapsed(),
             });
@@ -458,10 +582,10 @@ impl<S: BulkService> Sink<PairChange> for BulkSink<S> {
         *self.outstanding.entry(time).or_default() += changes.len();
         for change in changes {
             let op = DocumentOp::from_change(change);
-            let newest = self.newest.entry(op.id.clone()).or_insert((op.version, 0));
-            newest.0 = newest.0.max(op.version);
-            newest.1 += 1;
-            self.buffer_op(op);
+            let document = self.documents.entry(op.id.clone()).or_default();
+            document.newest = document.newest.max(op.version);
+            document.live += 1;
+            self.buffer_new(op);
         }
         self.handles.record_changes(changes);
         Ok(())

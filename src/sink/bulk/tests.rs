@@ -23,8 +23,17 @@ struct ScriptedService {
     /// Panic inside the request's future while this is above zero.
     panicking_requests: AtomicUsize,
     attempts: Mutex<HashMap<String, u32>>,
-    documents: Mutex<Documents>,
-    writes: Mutex<Vec<(String, u64)>>,
+    /// Applied when the request's answer is ready, as a real destination would.
+    documents: Arc<Mutex<Documents>>,
+    /// Writes that changed a document, (id, version), in the order they were applied.
+    writes: Arc<Mutex<Vec<(String, u64)>>>,
+    /// Every op of the requests that got an answer, (id, version): what the destination
+    /// had to process.
+    received: Mutex<Vec<(String, u64)>>,
+    /// Ops of the requests failed as a whole.
+    failed: Mutex<Vec<(String, u64)>>,
+    /// How long a request takes (2 ms if unset).
+    delay: Option<Duration>,
     batch_sizes: Mutex<Vec<usize>>,
     in_flight: AtomicUsize,
     most_in_flight: AtomicUsize,
@@ -61,10 +70,13 @@ impl BulkService for ScriptedService {
             .failing_requests
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
+        let versions = ops.iter().map(|op| (op.id.clone(), op.version));
         let result = if failing {
+            self.failed.lock().unwrap().extend(versions);
             Err(RequestFailure::Unanswered("connection refused".into()))
         } else {
             self.batch_sizes.lock().unwrap().push(ops.len());
+            self.received.lock().unwrap().extend(versions);
             let outcomes = ops
                 .iter()
                 .map(|op| {
@@ -75,26 +87,30 @@ impl BulkService for ScriptedService {
                         *attempt
                     };
                     let scripted = self.script.lock().unwrap().remove(&(op.id.clone(), attempt));
-                    let outcome = scripted.unwrap_or(ItemOutcome::Done);
-                    if outcome == ItemOutcome::Done {
-                        let mut documents = self.documents.lock().unwrap();
-                        let newer = !self.last_write_wins
-                            && documents.get(&op.id).is_some_and(|(version, _)| *version >= op.version);
-                        if !newer {
-                            documents.insert(op.id.clone(), (op.version, op.body.clone()));
-                            self.writes.lock().unwrap().push((op.id.clone(), op.version));
-                        }
-                    }
-                    outcome
+                    scripted.unwrap_or(ItemOutcome::Done)
                 })
-                .collect();
+                .collect::<Vec<_>>();
             Ok(outcomes)
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         let ids: Vec<String> = ops.iter().map(|op| op.id.clone()).collect();
         let serving = self.serving.clone();
+        let (documents, writes) = (self.documents.clone(), self.writes.clone());
+        let last_write_wins = self.last_write_wins;
+        let delay = self.delay.unwrap_or(Duration::from_millis(2));
         Box::pin(async move {
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(delay).await;
+            if let Ok(outcomes) = &result {
+                let mut documents = documents.lock().unwrap();
+                for (op, outcome) in ops.iter().zip(outcomes) {
+                    let newer =
+                        !last_write_wins && documents.get(&op.id).is_some_and(|(version, _)| *version >= op.version);
+                    if *outcome == ItemOutcome::Done && !newer {
+                        documents.insert(op.id.clone(), (op.version, op.body.clone()));
+                        writes.lock().unwrap().push((op.id.clone(), op.version));
+                    }
+                }
+            }
             let mut serving = serving.lock().unwrap();
             for id in ids {
                 if let Some(position) = serving.iter().position(|held| *held == id) {
@@ -352,4 +368,166 @@ fn a_request_that_panics_still_reports_back_and_is_retried() {
     sink.write(2, &[change(2, 1, Some(1))]).unwrap();
     assert_eq!(settle(&mut sink, Some(3)), Some(3), "the frontier moves on");
     assert_eq!(service.documents.lock().unwrap().len(), 1);
+}
+
+/// The changes of one time: one of three pairs, each in turn, plus a fourth pair every fifth
+/// time (deleted every tenth); all four at time 1.
+fn changes_at(time: Time) -> Vec<PairChange> {
+    let mut sellers = if time == 1 {
+        vec![1, 2, 3, 4]
+    } else {
+        vec![time % 3 + 1]
+    };
+    if time % 5 == 0 {
+        sellers.push(4);
+    }
+    sellers
+        .into_iter()
+        .map(|seller| change(time, seller, (seller != 4 || time % 10 != 0).then_some(time)))
+        .collect()
+}
+
+/// Writes times 1..=`last` of [`changes_at`], one every `pause`, then flushes until all is
+/// acknowledged. After every flush, checks that the frontier never goes back and never passes
+/// an op the destination does not hold yet (that version of the document, or a newer one):
+/// a superseded op is acknowledged only once its successor is written. Returns the ops.
+fn flood(
+    sink: &mut BulkSink<ScriptedService>,
+    service: &ScriptedService,
+    last: Time,
+    pause: Duration,
+) -> Vec<DocumentOp> {
+    let mut ops = Vec::new();
+    let mut frontier = 0;
+    let mut check = |acknowledged: Option<Time>, ops: &[DocumentOp]| {
+        let acknowledged = acknowledged.expect("an upper bound is given");
+        assert!(
+            acknowledged >= frontier,
+            "the frontier went back from {frontier} to {acknowledged}"
+        );
+        frontier = acknowledged;
+        let documents = service.documents.lock().unwrap();
+        for op in ops.iter().filter(|op| op.time < acknowledged) {
+            let held = documents.get(&op.id).map(|(version, _)| *version);
+            assert!(
+                held >= Some(op.version),
+                "acknowledged below {acknowledged}, but {} holds {held:?}, older than its write at {}",
+                op.id,
+                op.time
+            );
+        }
+    };
+    for time in 1..=last {
+        let changes = changes_at(time);
+        ops.extend(changes.iter().map(DocumentOp::from_change));
+        sink.write(time, &changes).unwrap();
+        check(sink.flush(Some(time + 1)).unwrap(), &ops);
+        std::thread::sleep(pause);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let acknowledged = sink.flush(Some(last + 1)).unwrap();
+        check(acknowledged, &ops);
+        if acknowledged == Some(last + 1) {
+            return ops;
+        }
+        assert!(Instant::now() < deadline, "the frontier is stuck at {acknowledged:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The destination holds exactly the newest version of each document; it got fewer writes
+/// than the sink was handed, and `writes_coalesced` counts the difference.
+fn assert_coalesced_exactly(sink: &BulkSink<ScriptedService>, service: &ScriptedService, ops: &[DocumentOp]) {
+    let newest: Documents = ops
+        .iter()
+        .map(|op| (op.id.clone(), (op.version, op.body.clone())))
+        .collect();
+    assert_eq!(*service.documents.lock().unwrap(), newest);
+    let received = service.received.lock().unwrap().len();
+    assert!(
+        received < ops.len(),
+        "{received} document writes for {} ops: nothing coalesced",
+        ops.len()
+    );
+    assert_eq!(sink.handles.writes_coalesced.get() as usize, ops.len() - received);
+}
+
+/// Once everything is acknowledged, the sink holds nothing more.
+fn assert_nothing_left(sink: &BulkSink<ScriptedService>) {
+    assert!(sink.buffer.is_empty() && sink.unsent.is_empty() && sink.retries.is_empty());
+    assert!(sink.documents.is_empty() && sink.outstanding.is_empty() && sink.in_flight_documents.is_empty());
+    assert_eq!((sink.buffer_bytes, sink.in_flight), (0, 0));
+}
+
+#[test]
+fn writes_waiting_behind_a_slow_request_are_coalesced_and_acknowledged_exactly() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService {
+        delay: Some(Duration::from_millis(20)),
+        ..ScriptedService::default()
+    });
+    let mut sink = sink(service.clone(), config(100, 1), &runtime);
+    let ops = flood(&mut sink, &service, 60, Duration::from_millis(1));
+    assert_coalesced_exactly(&sink, &service, &ops);
+    assert_nothing_left(&sink);
+    let coalesced = sink.handles.writes_coalesced.get();
+    assert!(
+        sink.metrics.encode().contains(&format!(
+            "eligibility_sink_writes_coalesced_total{{sink=\"test\"}} {coalesced}"
+        )),
+        "the counter is exported"
+    );
+}
+
+#[test]
+fn a_last_write_wins_destination_gets_coalesced_writes_in_version_order() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService {
+        last_write_wins: true,
+        delay: Some(Duration::from_millis(20)),
+        ..ScriptedService::default()
+    });
+    let mut sink = sink(service.clone(), config(2, 2), &runtime);
+    let ops = flood(&mut sink, &service, 60, Duration::from_millis(1));
+    assert_coalesced_exactly(&sink, &service, &ops);
+    assert_nothing_left(&sink);
+    assert_eq!(
+        service.overlaps.load(Ordering::SeqCst),
+        0,
+        "a document was in two requests at once"
+    );
+    let writes = service.writes.lock().unwrap().clone();
+    for id in ["c:1", "c:2", "c:3", "c:4"] {
+        let versions: Vec<u64> = writes.iter().filter(|(w, _)| w == id).map(|(_, v)| *v).collect();
+        assert!(
+            versions.windows(2).all(|w| w[0] < w[1]),
+            "{id} written out of order: {versions:?}"
+        );
+    }
+}
+
+#[test]
+fn writes_coalesce_across_a_stall_and_the_frontier_reaches_the_end() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let service = Arc::new(ScriptedService {
+        delay: Some(Duration::from_millis(10)),
+        ..ScriptedService::default()
+    });
+    service.failing_requests.store(3, Ordering::SeqCst);
+    let mut config = config(100, 1);
+    config.backoff = Backoff {
+        initial: Duration::from_millis(5),
+        max: Duration::from_millis(20),
+    };
+    let mut sink = sink(service.clone(), config, &runtime);
+    let ops = flood(&mut sink, &service, 120, Duration::from_millis(1));
+    assert_eq!(service.failing_requests.load(Ordering::SeqCst), 0, "the stall happened");
+    assert_coalesced_exactly(&sink, &service, &ops);
+    assert_nothing_left(&sink);
+    let received = service.received.lock().unwrap().clone();
+    assert!(
+        service.failed.lock().unwrap().iter().any(|op| !received.contains(op)),
+        "a write that failed was superseded before its retry"
+    );
 }
