@@ -612,3 +612,79 @@ fn a_backlog_behind_a_blocked_sink_is_read_only_up_to_the_record_bound() {
     });
     job.kill();
 }
+
+/// The sum of a metric's series (`name{…} value` lines), as the job's `/metrics` shows it.
+fn metric_sum(port: u16, name: &str) -> Option<f64> {
+    let (_, metrics) = http_get(port, "/metrics")?;
+    let prefix = format!("{name}{{");
+    Some(
+        metrics
+            .lines()
+            .filter(|line| line.starts_with(&prefix) || line.split(' ').next() == Some(name))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// A product of seller `n` with this stock: each update changes its pair's figures.
+fn product_with_stock(n: u64, stock: u64) -> String {
+    format!(
+        r#"{{"topic": "products", "key": "p-{n}", "value": {{"seller_id": {n}, "category_id": 1, "brand_id": 1, "price": 1, "stock": {stock}}}}}"#
+    )
+}
+
+#[test]
+fn a_flood_behind_a_blocked_index_is_coalesced_and_its_backlog_shows_then_clears() {
+    let _serial = serial();
+    let (case, index, port) = case_with_metrics("es-flood");
+    // Small batches even while behind, so that the flood forms many times.
+    edit_config(&case, |config| {
+        config.replacen("[batching]\n", "[batching]\nmax_records_behind = 300\n", 1)
+    });
+    let mut lines: Vec<String> = vec![CAMPAIGN.into()];
+    lines.extend((1..=20).map(product));
+    case.produce(&lines, 1);
+    let mut job = case.spawn(&case.config, &[]);
+    let first = expected_state(&lines);
+    wait_until("the first pairs are written", Duration::from_secs(90), || {
+        index_content(&index).0 == first
+    });
+    wait_until("no backlog once caught up", Duration::from_secs(30), || {
+        metric_sum(port, "eligibility_records_unacknowledged") == Some(0.0)
+    });
+
+    block_writes(&index, true);
+    // A flood of updates to the same 20 pairs, in rounds, while nothing can be written.
+    for round in 0..5u64 {
+        let flood: Vec<String> = (0..400)
+            .map(|n| product_with_stock(1 + n % 20, 10 + round * 400 + n))
+            .collect();
+        case.produce(&flood, 1);
+        lines.extend(flood);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    wait_until("the backlog shows the flood", Duration::from_secs(30), || {
+        metric_sum(port, "eligibility_records_unacknowledged").is_some_and(|backlog| backlog >= 1_000.0)
+            && metric_sum(port, "eligibility_oldest_unacknowledged_seconds").is_some_and(|age| age > 0.0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    block_writes(&index, false);
+
+    let all = expected_state(&lines);
+    wait_until("the index is exact after the block", Duration::from_secs(90), || {
+        index_content(&index).0 == all
+    });
+    wait_until("the backlog returns to 0", Duration::from_secs(30), || {
+        metric_sum(port, "eligibility_records_unacknowledged") == Some(0.0)
+            && metric_sum(port, "eligibility_oldest_unacknowledged_seconds") == Some(0.0)
+    });
+    let sum = |name: &str| metric_sum(port, name).unwrap();
+    let rows = sum("eligibility_pairs_upserted_total") + sum("eligibility_pairs_deleted_total");
+    let writes = sum("eligibility_sink_documents_written_total") + sum("eligibility_sink_documents_deleted_total");
+    assert!(rows > 40.0, "the flood changed the 20 pairs at several times: {rows} rows");
+    assert!(
+        writes < rows,
+        "superseded writes are not sent: {writes} document writes for {rows} changed (pair, time) rows"
+    );
+    job.kill();
+}

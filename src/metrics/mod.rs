@@ -279,7 +279,6 @@ impl Metrics {
         text
     }
 
-    /// Accounts for changes `sink` was handed.
     /// The handles of one sink's series, looked up once (its writes then take no lock).
     pub fn sink_handles(&self, name: &str) -> SinkHandles {
         let labels = Self::sink(name);

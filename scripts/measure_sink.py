@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""End-to-end cost of writing: the job on a real Kafka broker and search node, side by side.
+
+For each variant (a job configuration), on one generated marketplace:
+  1. load the marketplace and wait until the index holds it;
+  2. a flood of product updates, produced as fast as the broker takes them: the document
+     writes the sink sent, against the distinct pairs the flood changed (from a JSONL change
+     log written beside the index) and the changed (pair, time) rows;
+  3. a steady stream at a fixed rate: the job's CPU (utime + stime of its process);
+  4. a quiet stream: one change at a time, the time until a GET by id on the index shows it.
+
+Needs: a running broker and node (scripts/kafka.sh start, scripts/elasticsearch.sh start),
+`cargo build --release`, and `pip install confluent-kafka requests`. Results go to stdout as
+a Markdown table and, with --json, to a file. docs/benchmarks.md shows a run.
+
+    scripts/measure_sink.py --products 300000 --campaigns 100 --flood 100000
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+from confluent_kafka import Producer
+
+ROOT = Path(__file__).resolve().parent.parent
+BINARY = ROOT / "target" / "release" / "eligibility"
+
+# name -> (workers, extra [batching] lines). "before": the batching of the earlier job (a
+# batch closes at max_records or when nothing more is ready; it never grows while behind).
+VARIANTS = {
+    "adaptive, 1 worker": (1, ""),
+    "adaptive, 2 workers": (2, ""),
+    "fixed batches, 1 worker": (1, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
+    "fixed batches, 2 workers": (2, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
+}
+
+FRESH_CAMPAIGN = "measure-fresh"
+FRESH_SELLER = 987_654_321
+
+
+def metrics(port):
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    sums = {}
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        name = name.split("{", 1)[0]
+        try:
+            sums[name] = sums.get(name, 0.0) + float(value)
+        except ValueError:
+            pass
+    return sums
+
+
+def wait(what, condition, timeout=600, every=0.2):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if condition():
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(every)
+    sys.exit(f"timed out waiting until {what}")
+
+
+def caught_up(port):
+    """Nothing read and unacknowledged, nothing unread, for a second in a row."""
+    def quiet():
+        m = metrics(port)
+        return m.get("eligibility_records_unacknowledged", 1) == 0 and m.get("eligibility_consumer_lag", 1) == 0
+    wait("the job has caught up", quiet)
+    time.sleep(2.5)  # the lag watcher publishes every 2 s
+    wait("the job has caught up", quiet)
+
+
+def cpu_seconds(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def produce_lines(producer, topics, lines, rate=None):
+    """Sends event-log lines (SPEC envelope) to their topics; at `rate` per second if given."""
+    started = time.time()
+    for n, line in enumerate(lines):
+        record = json.loads(line)
+        value = record.get("value")
+        payload = None if value is None else json.dumps(value)
+        producer.produce(topics[record["topic"]], key=record["key"], value=payload)
+        if n % 1000 == 0:
+            producer.poll(0)
+        if rate:
+            due = started + (n + 1) / rate
+            pause = due - time.time()
+            if pause > 0:
+                time.sleep(pause)
+    producer.flush()
+
+
+def run_variant(name, workers, batching, lines, args, es, work):
+    slug = name.replace(" ", "-").replace(",", "")
+    suffix = f"{slug}-{random.randrange(1 << 30)}"
+    topics = {"products": f"products-{suffix}", "campaigns": f"campaigns-{suffix}"}
+    index = f"measure-{suffix}"
+    port = 20000 + random.randrange(10000)
+    changes = work / f"{slug}.changes.jsonl"
+    config = work / f"{slug}.toml"
+    config.write_text(f"""
+[kafka]
+brokers = "{args.brokers}"
+products_topic = "{topics['products']}"
+campaigns_topic = "{topics['campaigns']}"
+
+[batching]
+{batching}
+
+[sinks.jsonl]
+path = "{changes}"
+
+[sinks.elasticsearch]
+urls = ["{es}"]
+index = "{index}"
+replicas = 0
+job_id = "{index}"
+
+[dead_letter]
+path = "{work / (slug + '.rejected.jsonl')}"
+
+[metrics]
+listen = "127.0.0.1:{port}"
+""")
+    base, flood, steady = lines
+    base_file = work / "base.jsonl"
+    base_file.write_text("\n".join(base) + "\n")
+    subprocess.run([BINARY, "produce", "--input", base_file, "--config", config, "--partitions", "3"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = open(work / f"{slug}.log", "w")
+    job_started = time.time()
+    job = subprocess.Popen([BINARY, "run", "--config", config, "--workers", str(workers), "--progress-secs", "0"],
+                           stdout=subprocess.DEVNULL, stderr=log)
+    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 0, "acks": "all"})
+    try:
+        wait("the metrics endpoint answers", lambda: metrics(port) is not None)
+        caught_up(port)
+        loaded = time.time() - job_started
+
+        # The flood.
+        before = metrics(port)
+        log_bytes = changes.stat().st_size
+        started = time.time()
+        produce_lines(producer, topics, flood)
+        caught_up(port)
+        flood_seconds = time.time() - started
+        after = metrics(port)
+        with open(changes) as log_file:
+            log_file.seek(log_bytes)
+            flood_rows = [json.loads(line) for line in log_file if line.strip()]
+        distinct = len({row["id"] for row in flood_rows})
+        writes = (after["eligibility_sink_documents_written_total"] - before["eligibility_sink_documents_written_total"]
+                  + after["eligibility_sink_documents_deleted_total"] - before["eligibility_sink_documents_deleted_total"])
+        coalesced = (after.get("eligibility_sink_writes_coalesced_total", 0)
+                     - before.get("eligibility_sink_writes_coalesced_total", 0))
+        batches = after["eligibility_batches_closed_total"] - before["eligibility_batches_closed_total"]
+
+        # The steady stream.
+        cpu_before, wall_before = cpu_seconds(job.pid), time.time()
+        batches_before = metrics(port)["eligibility_batches_closed_total"]
+        produce_lines(producer, topics, steady, rate=args.rate)
+        cores = (cpu_seconds(job.pid) - cpu_before) / (time.time() - wall_before)
+        steady_batches = (metrics(port)["eligibility_batches_closed_total"] - batches_before) / (time.time() - wall_before)
+        caught_up(port)
+
+        # The quiet stream: one change at a time, each visible as a new eligible_stock.
+        produce_lines(producer, topics, [
+            json.dumps({"topic": "campaigns", "key": FRESH_CAMPAIGN, "value": {"seller_ids": [FRESH_SELLER]}}),
+        ])
+        document = f"{es}/{index}/_doc/{FRESH_CAMPAIGN}:{FRESH_SELLER}"
+        latencies = []
+        for sample in range(args.samples):
+            stock = 1000 + sample
+            line = json.dumps({"topic": "products", "key": "measure-fresh-product", "value": {
+                "seller_id": FRESH_SELLER, "category_id": 1, "brand_id": 1, "price": 1, "stock": stock}})
+            sent = time.time()
+            produce_lines(producer, topics, [line])
+
+            def visible():
+                answer = requests.get(document, timeout=5)
+                return answer.status_code == 200 and answer.json()["_source"]["eligible_stock"] == stock
+            wait("a quiet change is visible", visible, timeout=30, every=0.002)
+            latencies.append((time.time() - sent) * 1000)
+            time.sleep(args.quiet_gap)
+        latencies.sort()
+        return {
+            "variant": name,
+            "load_seconds": loaded,
+            "flood_updates": len(flood),
+            "flood_seconds": flood_seconds,
+            "flood_rows": len(flood_rows),
+            "flood_distinct_pairs": distinct,
+            "flood_document_writes": writes,
+            "flood_writes_coalesced": coalesced,
+            "flood_batches": batches,
+            "writes_per_distinct_pair": writes / max(distinct, 1),
+            "steady_rate": args.rate,
+            "steady_cores": cores,
+            "steady_batches_per_second": steady_batches,
+            "fresh_p50_ms": statistics.median(latencies),
+            "fresh_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        }
+    finally:
+        job.kill()
+        job.wait()
+        requests.delete(f"{es}/{index}", timeout=30)
+        requests.delete(f"{es}/{index}-progress", timeout=30)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--products", type=int, default=300_000)
+    parser.add_argument("--campaigns", type=int, default=100)
+    parser.add_argument("--flood", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=2_000, help="steady updates per second")
+    parser.add_argument("--steady-seconds", type=float, default=30)
+    parser.add_argument("--samples", type=int, default=200, help="quiet changes timed")
+    parser.add_argument("--quiet-gap", type=float, default=0.2, help="seconds between quiet changes")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
+    parser.add_argument("--brokers", default=os.environ.get("KAFKA_BROKERS", "127.0.0.1:9092"))
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    es = os.environ.get("ELIGIBILITY_SEARCH_URL", "http://127.0.0.1:9200")
+    steady_count = int(args.rate * args.steady_seconds)
+    work = Path(tempfile.mkdtemp(prefix="measure-sink-"))
+    generated = work / "events.jsonl"
+    subprocess.run([BINARY, "generate", "--products", str(args.products), "--campaigns", str(args.campaigns),
+                    "--sellers", str(max(args.products // 150, 10)), "--updates", str(args.flood + steady_count),
+                    "--malformed", "0", "--output", generated], check=True)
+    all_lines = generated.read_text().splitlines()
+    base_count = len(all_lines) - args.flood - steady_count
+    lines = (all_lines[:base_count], all_lines[base_count:base_count + args.flood], all_lines[base_count + args.flood:])
+    results = []
+    for name in args.variants.split(","):
+        workers, batching = VARIANTS[name]
+        print(f"== {name}", file=sys.stderr)
+        results.append(run_variant(name, workers, batching, lines, args, es, work))
+    print(f"{args.products} products, {args.campaigns} campaigns; a flood of {args.flood} updates; "
+          f"{args.rate:.0f} updates/s for {args.steady_seconds:.0f} s; {args.samples} quiet changes\n")
+    print("| variant | flood: (pair, time) rows | distinct pairs | document writes | writes / distinct pair | "
+          "batches | steady: cores | batches/s | quiet change visible p50 / p99 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        print(f"| {r['variant']} | {r['flood_rows']:,} | {r['flood_distinct_pairs']:,} | "
+              f"{r['flood_document_writes']:,.0f} | {r['writes_per_distinct_pair']:.2f} | {r['flood_batches']:.0f} | "
+              f"{r['steady_cores']:.2f} | {r['steady_batches_per_second']:.0f} | "
+              f"{r['fresh_p50_ms']:.0f} / {r['fresh_p99_ms']:.0f} ms |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
