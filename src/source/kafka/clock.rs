@@ -261,7 +261,10 @@ mod tests {
         assert_eq!(clock.tick(later, true, false), None);
         assert_eq!(clock.tick(start + Duration::from_millis(49), true, false), None);
         // …and closes once it has passed.
-        assert_eq!(clock.tick(start + Duration::from_millis(50), true, false), Some(wall + 10));
+        assert_eq!(
+            clock.tick(start + Duration::from_millis(50), true, false),
+            Some(wall + 10)
+        );
         // A lone record long after the last batch closes at once: quiet streams pay nothing.
         let much_later = start + Duration::from_secs(3);
         clock.time_for_record(much_later, wall + 3_000, false);
@@ -286,7 +289,10 @@ mod tests {
         );
         // Delay: not yet, then yes.
         assert_eq!(clock.tick(start + Duration::from_millis(50), false, false), None);
-        assert_eq!(clock.tick(start + Duration::from_millis(100), false, false), Some(wall + 1));
+        assert_eq!(
+            clock.tick(start + Duration::from_millis(100), false, false),
+            Some(wall + 1)
+        );
         // Idle: closes at once.
         assert_eq!(clock.time_for_record(start, wall + 500, false), wall + 500);
         assert_eq!(

@@ -62,7 +62,10 @@ fn watch(consumer: &BaseConsumer<SourceContext>, watched: &[Watched], metrics: &
                 Ok((_low, high)) => {
                     let labels = Metrics::partition(&partition.topic, partition.partition);
                     let position = partition.position.load(Ordering::Relaxed);
-                    metrics.consumer_lag.get_or_create(&labels).set((high - position).max(0));
+                    metrics
+                        .consumer_lag
+                        .get_or_create(&labels)
+                        .set((high - position).max(0));
                     let acknowledged = partition.backlog.acknowledged_offset.load(Ordering::Relaxed);
                     metrics
                         .records_unacknowledged
