@@ -4,8 +4,8 @@
 For each variant (a job configuration), on one generated marketplace:
   1. load the marketplace and wait until the index holds it;
   2. a flood of product updates, produced as fast as the broker takes them: the document
-     writes the sink sent, against the distinct pairs the flood changed (from a JSONL change
-     log written beside the index) and the changed (pair, time) rows;
+     writes the sink sent, against the distinct pairs whose figures the flood changed (the
+     index before and after, compared) and the changed (pair, time) rows the sink was handed;
   3. a steady stream at a fixed rate: the job's CPU (utime + stime of its process);
   4. a quiet stream: one change at a time, the time until a GET by id on the index shows it.
 
@@ -33,13 +33,14 @@ from confluent_kafka import Producer
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "eligibility"
 
-# name -> (workers, extra [batching] lines). "before": the batching of the earlier job (a
-# batch closes at max_records or when nothing more is ready; it never grows while behind).
+# name -> (workers, extra [batching] lines). "adaptive": the defaults (batches grow while
+# the sink is behind, spaced by min_interval_ms). "fixed": the batching of the earlier job
+# (a batch closes at max_records, max_delay_ms or when nothing more is ready; never grows).
 VARIANTS = {
-    "adaptive, 1 worker": (1, ""),
-    "adaptive, 2 workers": (2, ""),
-    "fixed batches, 1 worker": (1, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
-    "fixed batches, 2 workers": (2, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
+    "adaptive-1w": (1, ""),
+    "adaptive-2w": (2, ""),
+    "fixed-1w": (1, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
+    "fixed-2w": (2, "min_interval_ms = 0\nmax_records_behind = 10000\n"),
 }
 
 FRESH_CAMPAIGN = "measure-fresh"
@@ -83,6 +84,18 @@ def caught_up(port):
     wait("the job has caught up", quiet)
 
 
+def snapshot(es, index):
+    """Every pair document of the index: id -> (eligible_products, eligible_stock)."""
+    pairs = {}
+    answer = requests.post(f"{es}/{index}/_search?scroll=1m", json={"size": 10000}, timeout=60).json()
+    while answer["hits"]["hits"]:
+        for hit in answer["hits"]["hits"]:
+            pairs[hit["_id"]] = (hit["_source"]["eligible_products"], hit["_source"]["eligible_stock"])
+        answer = requests.post(f"{es}/_search/scroll", json={"scroll": "1m", "scroll_id": answer["_scroll_id"]},
+                               timeout=60).json()
+    return pairs
+
+
 def cpu_seconds(pid):
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
@@ -108,12 +121,11 @@ def produce_lines(producer, topics, lines, rate=None):
 
 
 def run_variant(name, workers, batching, lines, args, es, work):
-    slug = name.replace(" ", "-").replace(",", "")
+    slug = name
     suffix = f"{slug}-{random.randrange(1 << 30)}"
     topics = {"products": f"products-{suffix}", "campaigns": f"campaigns-{suffix}"}
     index = f"measure-{suffix}"
     port = 20000 + random.randrange(10000)
-    changes = work / f"{slug}.changes.jsonl"
     config = work / f"{slug}.toml"
     config.write_text(f"""
 [kafka]
@@ -123,9 +135,6 @@ campaigns_topic = "{topics['campaigns']}"
 
 [batching]
 {batching}
-
-[sinks.jsonl]
-path = "{changes}"
 
 [sinks.elasticsearch]
 urls = ["{es}"]
@@ -156,16 +165,18 @@ listen = "127.0.0.1:{port}"
 
         # The flood.
         before = metrics(port)
-        log_bytes = changes.stat().st_size
+        held_before = snapshot(es, index)
         started = time.time()
         produce_lines(producer, topics, flood)
         caught_up(port)
         flood_seconds = time.time() - started
         after = metrics(port)
-        with open(changes) as log_file:
-            log_file.seek(log_bytes)
-            flood_rows = [json.loads(line) for line in log_file if line.strip()]
-        distinct = len({row["id"] for row in flood_rows})
+        held_after = snapshot(es, index)
+        # The pairs whose figures the flood changed (created, ended or different).
+        distinct = sum(1 for pair in held_before.keys() | held_after.keys()
+                       if held_before.get(pair) != held_after.get(pair))
+        flood_rows = (after["eligibility_pairs_upserted_total"] - before["eligibility_pairs_upserted_total"]
+                      + after["eligibility_pairs_deleted_total"] - before["eligibility_pairs_deleted_total"])
         writes = (after["eligibility_sink_documents_written_total"] - before["eligibility_sink_documents_written_total"]
                   + after["eligibility_sink_documents_deleted_total"] - before["eligibility_sink_documents_deleted_total"])
         coalesced = (after.get("eligibility_sink_writes_coalesced_total", 0)
@@ -205,7 +216,7 @@ listen = "127.0.0.1:{port}"
             "load_seconds": loaded,
             "flood_updates": len(flood),
             "flood_seconds": flood_seconds,
-            "flood_rows": len(flood_rows),
+            "flood_rows": flood_rows,
             "flood_distinct_pairs": distinct,
             "flood_document_writes": writes,
             "flood_writes_coalesced": coalesced,
@@ -258,7 +269,7 @@ def main():
           "batches | steady: cores | batches/s | quiet change visible p50 / p99 |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['variant']} | {r['flood_rows']:,} | {r['flood_distinct_pairs']:,} | "
+        print(f"| {r['variant']} | {r['flood_rows']:,.0f} | {r['flood_distinct_pairs']:,} | "
               f"{r['flood_document_writes']:,.0f} | {r['writes_per_distinct_pair']:.2f} | {r['flood_batches']:.0f} | "
               f"{r['steady_cores']:.2f} | {r['steady_batches_per_second']:.0f} | "
               f"{r['fresh_p50_ms']:.0f} / {r['fresh_p99_ms']:.0f} ms |")
