@@ -87,6 +87,8 @@ def caught_up(port):
 def snapshot(es, index):
     """Every pair document of the index: id -> (eligible_products, eligible_stock)."""
     pairs = {}
+    # A search sees what the last refresh made visible: refresh first.
+    requests.post(f"{es}/{index}/_refresh", timeout=60)
     answer = requests.post(f"{es}/{index}/_search?scroll=1m", json={"size": 10000}, timeout=60).json()
     while answer["hits"]["hits"]:
         for hit in answer["hits"]["hits"]:
@@ -158,6 +160,9 @@ listen = "127.0.0.1:{port}"
     job = subprocess.Popen([BINARY, "run", "--config", config, "--workers", str(workers), "--progress-secs", "0"],
                            stdout=subprocess.DEVNULL, stderr=log)
     producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 0, "acks": "all"})
+    # The flood as a burst: batched sends, so it lands faster than the job reads it.
+    bulk_producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20, "acks": 1,
+                              "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     try:
         wait("the metrics endpoint answers", lambda: metrics(port) is not None)
         caught_up(port)
@@ -167,7 +172,7 @@ listen = "127.0.0.1:{port}"
         before = metrics(port)
         held_before = snapshot(es, index)
         started = time.time()
-        produce_lines(producer, topics, flood)
+        produce_lines(bulk_producer, topics, flood)
         caught_up(port)
         flood_seconds = time.time() - started
         after = metrics(port)

@@ -76,8 +76,9 @@ pub struct BatchPolicy {
 }
 
 /// Groups live records into batches, one logical time each: by size and delay while the
-/// sinks keep up; while an earlier batch still waits for them (`behind`), a batch stays
-/// open and grows, so a backlog forms fewer, larger times and fewer intermediate states.
+/// sinks and the reading keep up; while an earlier batch still waits for the sinks or
+/// records wait to be read (`behind`), a batch stays open and grows, so a backlog forms
+/// fewer, larger times and fewer intermediate states.
 #[derive(Debug)]
 pub struct BatchClock {
     policy: BatchPolicy,

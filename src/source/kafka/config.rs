@@ -105,8 +105,8 @@ pub struct BatchingConfig {
     /// for at most this much freshness. A lone change after a quiet spell waits for nothing.
     #[serde(default = "default_batch_min_interval_ms")]
     pub min_interval_ms: u64,
-    /// While an earlier batch still waits for the sinks' acknowledgement, a batch stays
-    /// open and grows up to this many records: a backlog forms fewer, larger batches, and
+    /// While an earlier batch still waits for the sinks' acknowledgement, or records are
+    /// waiting to be read (a poll fills its budget), a batch stays open and grows up to this many records: a backlog forms fewer, larger batches, and
     /// the intermediate states between them are never computed or written. Equal to
     /// `max_records`, batches never grow.
     #[serde(default = "default_batch_max_records_behind")]

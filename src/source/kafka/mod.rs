@@ -147,6 +147,7 @@ impl SourceFactory for KafkaSourceFactory {
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
             awaiting_acknowledgement: VecDeque::new(),
+            reading_backlog: false,
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
             max_unacknowledged_records: self.kafka.max_unacknowledged_records,
             unacknowledged: VecDeque::new(),
@@ -203,6 +204,8 @@ pub struct KafkaSource {
     max_unacknowledged_records: u64,
     /// Closed live batches not yet acknowledged: while any is, the open batch grows.
     awaiting_acknowledgement: VecDeque<Time>,
+    /// The last poll filled its budget: more records are ready, the open batch grows.
+    reading_backlog: bool,
     /// Closed live batches that may not be acknowledged yet: (time, records).
     unacknowledged: VecDeque<(Time, u64)>,
     unacknowledged_records: u64,
@@ -250,8 +253,7 @@ impl KafkaSource {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
                 self.batch_records += 1;
-                let behind = !self.awaiting_acknowledgement.is_empty();
-                let time = self.batches.time_for_record(now, live_time_now(), behind);
+                let time = self.batches.time_for_record(now, live_time_now(), self.backlogged());
                 (time, !self.batches.is_open())
             }
         };
@@ -264,6 +266,14 @@ impl KafkaSource {
         if closed {
             out.push(self.closed_batch(time));
         }
+    }
+
+    /// Whether the open batch should grow instead of closing: an earlier batch still waits
+    /// for the sinks, or records are waiting to be read (the last poll filled its budget:
+    /// a partition's end is not a signal, librdkafka reports it only a fetch later). Either way closing now would only form an intermediate
+    /// state that the next batch replaces.
+    fn backlogged(&self) -> bool {
+        !self.awaiting_acknowledgement.is_empty() || self.reading_backlog
     }
 
     /// Accounts for a closed batch, and checkpoints the next offset of every partition.
@@ -426,12 +436,12 @@ impl Source for KafkaSource {
             taken += from_this;
         }
         self.queues = queues;
+        self.reading_backlog = taken >= budget;
         if self.phase == Phase::Rebuilding && self.partitions.iter().all(|p| p.reached) {
             self.go_live(out)?;
         }
         if self.phase == Phase::Live {
-            let behind = !self.awaiting_acknowledgement.is_empty();
-            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, behind) {
+            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, self.backlogged()) {
                 out.push(self.closed_batch(time));
             }
             let caught_up = self.partitions.iter().all(|p| p.at_end && p.held_back.is_empty());
