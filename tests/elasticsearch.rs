@@ -681,7 +681,10 @@ fn a_flood_behind_a_blocked_index_is_coalesced_and_its_backlog_shows_then_clears
     let sum = |name: &str| metric_sum(port, name).unwrap();
     let rows = sum("eligibility_pairs_upserted_total") + sum("eligibility_pairs_deleted_total");
     let writes = sum("eligibility_sink_documents_written_total") + sum("eligibility_sink_documents_deleted_total");
-    assert!(rows > 40.0, "the flood changed the 20 pairs at several times: {rows} rows");
+    assert!(
+        rows > 40.0,
+        "the flood changed the 20 pairs at several times: {rows} rows"
+    );
     assert!(
         writes < rows,
         "superseded writes are not sent: {writes} document writes for {rows} changed (pair, time) rows"
