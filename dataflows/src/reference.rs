@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::decode::Change;
 use crate::model::{Campaign, PairChange, PairFigures, PairKey, Product, Time};
-use crate::rule::is_eligible;
+use crate::rule::{is_eligible, NO_ANCESTORS};
 
 /// Every existing pair with its figures.
 pub type PairState = BTreeMap<PairKey, PairFigures>;
@@ -44,7 +44,7 @@ impl ReferenceState {
         let mut pairs = PairState::new();
         for (campaign_id, campaign) in &self.campaigns {
             for product in self.products.values() {
-                if is_eligible(product, campaign) {
+                if is_eligible(product, NO_ANCESTORS, campaign) {
                     let figures = pairs
                         .entry(PairKey {
                             campaign_id: campaign_id.clone(),

@@ -29,7 +29,7 @@ use timely::dataflow::Stream;
 use crate::hashing::FastMap;
 use crate::model::{tag_of, Campaign, CampaignId, Product, ProductKey, SellerId, Tag, Time};
 use crate::operators::upsert::{LatestUpserts, Upsert};
-use crate::rule::{index_campaign, is_eligible, CampaignIndex};
+use crate::rule::{index_campaign, is_eligible, CampaignIndex, NO_ANCESTORS};
 use crate::state::{CampaignTable, ProductTable};
 
 /// A pair as the hot path keys it: (campaign tag, seller).
@@ -128,7 +128,7 @@ impl Matcher {
                     Some(CampaignIndex::Keys(keys, residual)) => {
                         for key in keys {
                             for product in self.products.with_key(key) {
-                                if is_eligible(product, &residual) {
+                                if is_eligible(product, NO_ANCESTORS, &residual) {
                                     add(&mut self.deltas, tag, product, sign);
                                 }
                             }
@@ -143,7 +143,7 @@ impl Matcher {
         }
         for product in self.products.iter() {
             for (tag, campaign, sign) in &scanned {
-                if is_eligible(product, campaign) {
+                if is_eligible(product, NO_ANCESTORS, campaign) {
                     add(&mut self.deltas, *tag, product, *sign);
                 }
             }
@@ -160,7 +160,7 @@ impl Matcher {
                 let Some(product) = version else { continue };
                 let deltas = &mut self.deltas;
                 self.campaigns.candidates(&product, |active| {
-                    if is_eligible(&product, &active.residual) {
+                    if is_eligible(&product, NO_ANCESTORS, &active.residual) {
                         add(deltas, active.tag, &product, sign);
                     }
                 });
