@@ -3,19 +3,23 @@
 //! Campaigns are few (hundreds) and products many, so every worker keeps every campaign
 //! and a product meets its candidates with three hash lookups, on the worker that holds
 //! it, without moving. A candidate is a small handle into a slab: the criteria are looked
-//! up, never copied or compared on the hot path.
+//! up, never copied or compared on the hot path. Under a category tree, a product whose
+//! category has ancestors takes one more lookup per ancestor.
 
 use crate::hashing::FastMap;
-use crate::model::{tag_of, Campaign, CampaignId, Product, Tag};
-use crate::rule::{index_campaign, CampaignIndex, PredicateKey};
+use crate::model::{tag_of, Campaign, CampaignId, CategoryId, IdSet, Product, Tag};
+use crate::rule::{first_category_met, index_campaign, CampaignIndex, PredicateKey};
 
-type Handle = u32;
+/// An active campaign's place in the table; stable while the campaign is unchanged.
+pub type Handle = u32;
 
 /// An active campaign as products meet it.
 pub struct ActiveCampaign {
     pub tag: Tag,
     /// The criteria left to check once a product meets the campaign under its key.
     pub residual: Campaign,
+    /// The categories it is indexed under; empty when it is indexed otherwise.
+    pub categories: IdSet,
     keys: Vec<PredicateKey>,
 }
 
@@ -47,17 +51,55 @@ impl CampaignTable {
             None => None,
         };
         if let Some(campaign) = new {
-            let handle = index_campaign(&campaign).map(|index| self.index(tag_of(id), index));
+            let handle =
+                index_campaign(&campaign).map(|index| self.index(tag_of(id), campaign.category_ids.clone(), index));
             self.by_id.insert(id.clone(), Stored { campaign, handle });
         }
         old
     }
 
     /// Calls `meet` with every active campaign that `product` may join: those indexed
-    /// under one of its keys, and the unrestricted ones. Each at most once.
-    pub fn candidates<'a>(&'a self, product: &Product, mut meet: impl FnMut(&'a ActiveCampaign)) {
-        let keyed = product
-            .predicate_keys()
+    /// under one of its keys, and the unrestricted ones. Each at most once. `ancestors` are
+    /// those of the product's category besides itself ([`NO_ANCESTORS`] when flat): the
+    /// product also meets the campaigns indexed under them.
+    ///
+    /// [`NO_ANCESTORS`]: crate::rule::NO_ANCESTORS
+    pub fn candidates<'a>(
+        &'a self,
+        product: &Product,
+        ancestors: &[CategoryId],
+        mut meet: impl FnMut(&'a ActiveCampaign),
+    ) {
+        if ancestors.is_empty() {
+            // Flat: the three keys and the unrestricted campaigns, as without a tree.
+            let keyed = product
+                .predicate_keys()
+                .into_iter()
+                .filter_map(|key| self.by_key.get(&key))
+                .flatten();
+            for &handle in keyed.chain(&self.unrestricted) {
+                if let Some(active) = &self.slots[handle as usize] {
+                    meet(active);
+                }
+            }
+            return;
+        }
+        debug_assert!(!ancestors.contains(&product.category_id), "strict ancestors");
+        // The category and each ancestor are category keys; a campaign that names several
+        // of them meets the product under each, and counts it under the first only.
+        for category in std::iter::once(product.category_id).chain(ancestors.iter().copied()) {
+            for &handle in self.by_key.get(&PredicateKey::Category(category)).into_iter().flatten() {
+                if let Some(active) = &self.slots[handle as usize] {
+                    let first = active.categories.len() == 1
+                        || first_category_met(&active.categories, product.category_id, ancestors) == Some(category);
+                    if first {
+                        meet(active);
+                    }
+                }
+            }
+        }
+        let [_category, brand, seller] = product.predicate_keys();
+        let keyed = [brand, seller]
             .into_iter()
             .filter_map(|key| self.by_key.get(&key))
             .flatten();
@@ -68,11 +110,29 @@ impl CampaignTable {
         }
     }
 
-    fn index(&mut self, tag: Tag, index: CampaignIndex) -> Handle {
+    /// The active campaigns indexed under `category`: those that name it.
+    pub fn naming(&self, category: CategoryId) -> impl Iterator<Item = Handle> + '_ {
+        self.by_key
+            .get(&PredicateKey::Category(category))
+            .into_iter()
+            .flatten()
+            .copied()
+    }
+
+    /// The active campaign under `handle`, from [`CampaignTable::naming`].
+    pub fn active(&self, handle: Handle) -> &ActiveCampaign {
+        self.slots[handle as usize]
+            .as_ref()
+            .expect("a handle of an active campaign")
+    }
+
+    fn index(&mut self, tag: Tag, category_ids: IdSet, index: CampaignIndex) -> Handle {
         let (keys, residual) = match index {
             CampaignIndex::Keys(keys, residual) => (keys, residual),
             CampaignIndex::EveryCategory(residual) => (Vec::new(), residual),
         };
+        // Categories are indexed first: a campaign that names any is indexed under them.
+        let categories = category_ids;
         let handle = match self.free.pop() {
             Some(handle) => handle,
             None => {
@@ -86,7 +146,12 @@ impl CampaignTable {
         for key in &keys {
             self.by_key.entry(*key).or_default().push(handle);
         }
-        self.slots[handle as usize] = Some(ActiveCampaign { tag, residual, keys });
+        self.slots[handle as usize] = Some(ActiveCampaign {
+            tag,
+            residual,
+            categories,
+            keys,
+        });
         handle
     }
 
@@ -119,7 +184,6 @@ fn remove_handle(handles: &mut Vec<Handle>, handle: Handle) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::IdSet;
 
     fn product(seller_id: u64, category_id: u64, brand_id: u64) -> Product {
         Product {
@@ -132,10 +196,21 @@ mod tests {
     }
 
     fn tags(table: &CampaignTable, product: &Product) -> Vec<Tag> {
+        tags_under(table, product, crate::rule::NO_ANCESTORS)
+    }
+
+    fn tags_under(table: &CampaignTable, product: &Product, ancestors: &[CategoryId]) -> Vec<Tag> {
         let mut tags = Vec::new();
-        table.candidates(product, |active| tags.push(active.tag));
+        table.candidates(product, ancestors, |active| tags.push(active.tag));
         tags.sort();
         tags
+    }
+
+    fn by_categories(categories: &[u64]) -> Campaign {
+        Campaign {
+            category_ids: IdSet::new(categories.to_vec()),
+            ..Campaign::unrestricted()
+        }
     }
 
     #[test]
@@ -173,5 +248,23 @@ mod tests {
         // Freed slots are reused.
         table.upsert(&a, Some(Campaign::unrestricted()));
         assert_eq!(table.slots.len(), 3);
+    }
+
+    #[test]
+    fn through_ancestors_a_campaign_is_met_once() {
+        let mut table = CampaignTable::default();
+        let (a, b, c) = ("a".to_owned(), "b".to_owned(), "c".to_owned());
+        // a names the product's category and two of its ancestors; b one ancestor; c none.
+        table.upsert(&a, Some(by_categories(&[1, 10, 1001])));
+        table.upsert(&b, Some(by_categories(&[10])));
+        table.upsert(&c, Some(by_categories(&[2])));
+        let p = product(5, 1001, 9);
+        let mut ab = vec![tag_of("a"), tag_of("b")];
+        ab.sort();
+        assert_eq!(tags_under(&table, &p, &[1, 10]), ab);
+        assert_eq!(tags_under(&table, &p, &[10]), ab);
+        assert_eq!(tags(&table, &p), vec![tag_of("a")]);
+        assert_eq!(table.naming(10).count(), 2);
+        assert_eq!(table.active(table.naming(2).next().unwrap()).tag, tag_of("c"));
     }
 }
