@@ -21,7 +21,8 @@
 //!    lost or gained can change, and only for the products of that category;
 //! 3. product changes, against the campaigns and the tree as they are at `t`: the old
 //!    version leaves the campaigns it met, the new one joins those it meets (three hash
-//!    lookups, one more per ancestor of its category).
+//!    lookups, one more per ancestor of its category: the campaign table keeps each
+//!    category's ancestors in the entry the first lookup finds).
 //!
 //! The steps telescope to exactly `F(P_t, C_t, T_t) - F(P_{t-1}, C_{t-1}, T_{t-1})`, the
 //! change of every pair's totals at `t`, summed on this worker before anything is
@@ -213,6 +214,7 @@ impl Matcher {
         let moved = self.tree.apply(changes.into_iter().filter(|(_pair, diff)| *diff != 0));
         let mut affected = Vec::new();
         for moved in moved {
+            self.campaigns.set_ancestors(moved.category, &moved.after);
             let products_key = PredicateKey::Category(moved.category);
             if !self.products.has_key(products_key) {
                 continue;
@@ -249,9 +251,7 @@ impl Matcher {
             for (version, sign) in [(old, -1), (new, 1)] {
                 let Some(product) = version else { continue };
                 let deltas = &mut self.deltas;
-                // Without a tree: an empty slice, and no hash computed.
-                let ancestors = self.tree.ancestors(product.category_id);
-                self.campaigns.candidates(&product, ancestors, |active| {
+                self.campaigns.candidates(&product, |active| {
                     if is_eligible(&product, NO_ANCESTORS, &active.residual) {
                         add(deltas, active.tag, &product, sign);
                     }

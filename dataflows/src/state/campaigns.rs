@@ -3,12 +3,17 @@
 //! Campaigns are few (hundreds) and products many, so every worker keeps every campaign
 //! and a product meets its candidates with three hash lookups, on the worker that holds
 //! it, without moving. A candidate is a small handle into a slab: the criteria are looked
-//! up, never copied or compared on the hot path. Under a category tree, a product whose
-//! category has ancestors takes one more lookup per ancestor.
+//! up, never copied or compared on the hot path.
+//!
+//! Under a category tree, a product also meets the campaigns that name an ancestor of its
+//! category. The entry of a category key carries the category's ancestors, so the lookup
+//! that finds the campaigns naming the category finds them too: a product whose category
+//! has no ancestor but itself takes the three lookups of the flat case, and one more per
+//! ancestor otherwise.
 
 use crate::hashing::FastMap;
 use crate::model::{tag_of, Campaign, CampaignId, CategoryId, IdSet, Product, Tag};
-use crate::rule::{first_category_met, index_campaign, CampaignIndex, PredicateKey};
+use crate::rule::{first_category_met, index_campaign, CampaignIndex, PredicateKey, NO_ANCESTORS};
 
 /// An active campaign's place in the table; stable while the campaign is unchanged.
 pub type Handle = u32;
@@ -28,12 +33,28 @@ struct Stored {
     handle: Option<Handle>,
 }
 
+/// What a product meets under one of its keys.
+#[derive(Default)]
+struct Keyed {
+    /// The active campaigns indexed under the key.
+    handles: Vec<Handle>,
+    /// For a category: its ancestors besides itself, sorted, whose campaigns a product of
+    /// the category meets too. Empty for other keys and in a flat tree.
+    ancestors: Vec<CategoryId>,
+}
+
+impl Keyed {
+    fn is_empty(&self) -> bool {
+        self.handles.is_empty() && self.ancestors.is_empty()
+    }
+}
+
 #[derive(Default)]
 pub struct CampaignTable {
     by_id: FastMap<CampaignId, Stored>,
     slots: Vec<Option<ActiveCampaign>>,
     free: Vec<Handle>,
-    by_key: FastMap<PredicateKey, Vec<Handle>>,
+    by_key: FastMap<PredicateKey, Keyed>,
     /// Active campaigns with no list criterion: candidates for every product.
     unrestricted: Vec<Handle>,
 }
@@ -59,54 +80,67 @@ impl CampaignTable {
     }
 
     /// Calls `meet` with every active campaign that `product` may join: those indexed
-    /// under one of its keys, and the unrestricted ones. Each at most once. `ancestors` are
-    /// those of the product's category besides itself ([`NO_ANCESTORS`] when flat): the
-    /// product also meets the campaigns indexed under them.
-    ///
-    /// [`NO_ANCESTORS`]: crate::rule::NO_ANCESTORS
-    pub fn candidates<'a>(
-        &'a self,
-        product: &Product,
-        ancestors: &[CategoryId],
-        mut meet: impl FnMut(&'a ActiveCampaign),
-    ) {
-        if ancestors.is_empty() {
-            // Flat: the three keys and the unrestricted campaigns, as without a tree.
-            let keyed = product
-                .predicate_keys()
-                .into_iter()
-                .filter_map(|key| self.by_key.get(&key))
-                .flatten();
-            for &handle in keyed.chain(&self.unrestricted) {
+    /// under one of its keys or under an ancestor of its category, and the unrestricted
+    /// ones. Each at most once.
+    pub fn candidates<'a>(&'a self, product: &Product, mut meet: impl FnMut(&'a ActiveCampaign)) {
+        let [category, brand, seller] = product.predicate_keys().map(|key| self.by_key.get(&key));
+        let ancestors = category.map_or(NO_ANCESTORS, |keyed| keyed.ancestors.as_slice());
+        let mut meet_all = |handles: &'a [Handle]| {
+            for &handle in handles {
                 if let Some(active) = &self.slots[handle as usize] {
                     meet(active);
                 }
             }
-            return;
+        };
+        let handles = |keyed: Option<&'a Keyed>| keyed.map_or(&[][..], |keyed| keyed.handles.as_slice());
+        if ancestors.is_empty() {
+            // Flat: the campaigns naming the category, as without a tree.
+            meet_all(handles(category));
+        } else {
+            self.candidates_through(product.category_id, ancestors, &mut meet_all);
         }
-        debug_assert!(!ancestors.contains(&product.category_id), "strict ancestors");
-        // The category and each ancestor are category keys; a campaign that names several
-        // of them meets the product under each, and counts it under the first only.
-        for category in std::iter::once(product.category_id).chain(ancestors.iter().copied()) {
-            for &handle in self.by_key.get(&PredicateKey::Category(category)).into_iter().flatten() {
-                if let Some(active) = &self.slots[handle as usize] {
+        meet_all(handles(brand));
+        meet_all(handles(seller));
+        meet_all(&self.unrestricted);
+    }
+
+    /// The campaigns naming `category` or one of its `ancestors`: a campaign that names
+    /// several of them is met under each, and counted under the first only.
+    fn candidates_through<'a>(
+        &'a self,
+        category: CategoryId,
+        ancestors: &[CategoryId],
+        meet_all: &mut impl FnMut(&'a [Handle]),
+    ) {
+        debug_assert!(!ancestors.contains(&category), "strict ancestors");
+        for named in std::iter::once(category).chain(ancestors.iter().copied()) {
+            let Some(keyed) = self.by_key.get(&PredicateKey::Category(named)) else {
+                continue;
+            };
+            for handle in &keyed.handles {
+                if let Some(active) = &self.slots[*handle as usize] {
                     let first = active.categories.len() == 1
-                        || first_category_met(&active.categories, product.category_id, ancestors) == Some(category);
+                        || first_category_met(&active.categories, category, ancestors) == Some(named);
                     if first {
-                        meet(active);
+                        meet_all(std::slice::from_ref(handle));
                     }
                 }
             }
         }
-        let [_category, brand, seller] = product.predicate_keys();
-        let keyed = [brand, seller]
-            .into_iter()
-            .filter_map(|key| self.by_key.get(&key))
-            .flatten();
-        for &handle in keyed.chain(&self.unrestricted) {
-            if let Some(active) = &self.slots[handle as usize] {
-                meet(active);
+    }
+
+    /// Sets the ancestors of `category` besides itself, sorted, as the tree now has them.
+    pub fn set_ancestors(&mut self, category: CategoryId, ancestors: &[CategoryId]) {
+        let key = PredicateKey::Category(category);
+        if ancestors.is_empty() {
+            if let Some(keyed) = self.by_key.get_mut(&key) {
+                keyed.ancestors = Vec::new();
+                if keyed.is_empty() {
+                    self.by_key.remove(&key);
+                }
             }
+        } else {
+            self.by_key.entry(key).or_default().ancestors = ancestors.to_vec();
         }
     }
 
@@ -115,8 +149,7 @@ impl CampaignTable {
         self.by_key
             .get(&PredicateKey::Category(category))
             .into_iter()
-            .flatten()
-            .copied()
+            .flat_map(|keyed| keyed.handles.iter().copied())
     }
 
     /// The active campaign under `handle`, from [`CampaignTable::naming`].
@@ -144,7 +177,7 @@ impl CampaignTable {
             self.unrestricted.push(handle);
         }
         for key in &keys {
-            self.by_key.entry(*key).or_default().push(handle);
+            self.by_key.entry(*key).or_default().handles.push(handle);
         }
         self.slots[handle as usize] = Some(ActiveCampaign {
             tag,
@@ -163,9 +196,9 @@ impl CampaignTable {
             remove_handle(&mut self.unrestricted, handle);
         }
         for key in &active.keys {
-            if let Some(handles) = self.by_key.get_mut(key) {
-                remove_handle(handles, handle);
-                if handles.is_empty() {
+            if let Some(keyed) = self.by_key.get_mut(key) {
+                remove_handle(&mut keyed.handles, handle);
+                if keyed.is_empty() {
                     self.by_key.remove(key);
                 }
             }
@@ -196,12 +229,8 @@ mod tests {
     }
 
     fn tags(table: &CampaignTable, product: &Product) -> Vec<Tag> {
-        tags_under(table, product, crate::rule::NO_ANCESTORS)
-    }
-
-    fn tags_under(table: &CampaignTable, product: &Product, ancestors: &[CategoryId]) -> Vec<Tag> {
         let mut tags = Vec::new();
-        table.candidates(product, ancestors, |active| tags.push(active.tag));
+        table.candidates(product, |active| tags.push(active.tag));
         tags.sort();
         tags
     }
@@ -261,10 +290,21 @@ mod tests {
         let p = product(5, 1001, 9);
         let mut ab = vec![tag_of("a"), tag_of("b")];
         ab.sort();
-        assert_eq!(tags_under(&table, &p, &[1, 10]), ab);
-        assert_eq!(tags_under(&table, &p, &[10]), ab);
+        table.set_ancestors(1001, &[1, 10]);
+        assert_eq!(tags(&table, &p), ab);
+        table.set_ancestors(1001, &[10]);
+        assert_eq!(tags(&table, &p), ab);
+        table.set_ancestors(1001, &[]);
         assert_eq!(tags(&table, &p), vec![tag_of("a")]);
         assert_eq!(table.naming(10).count(), 2);
         assert_eq!(table.active(table.naming(2).next().unwrap()).tag, tag_of("c"));
+        // A category's entry lives while it has ancestors or campaigns.
+        table.set_ancestors(77, &[2]);
+        assert_eq!(tags(&table, &product(5, 77, 9)), vec![tag_of("c")]);
+        table.upsert(&c, None);
+        assert!(table.by_key.contains_key(&PredicateKey::Category(77)));
+        table.set_ancestors(77, &[]);
+        assert!(!table.by_key.contains_key(&PredicateKey::Category(77)));
+        assert!(!table.by_key.contains_key(&PredicateKey::Category(2)));
     }
 }
