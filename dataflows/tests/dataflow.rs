@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use dataflows::{render_eligibility, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
-use support::{run, Event, Inputs};
+use support::{run, run_with, Event, Inputs};
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::Input;
 
@@ -88,6 +88,25 @@ fn counts_and_stock_follow_product_changes() {
             ],
             "workers: {workers}"
         );
+    }
+}
+
+#[test]
+fn without_a_categories_source_the_pairs_are_the_same() {
+    let batches = vec![
+        vec![
+            Event::Campaign("c-1", Some(campaign_in(&[10]))),
+            Event::Campaign("all", Some(Campaign::unrestricted())),
+            Event::Product("p-1", Some(product(42, 10, 100, 5))),
+            Event::Product("p-2", Some(product(43, 11, 100, 1))),
+        ],
+        vec![Event::Product("p-2", Some(product(43, 10, 100, 2)))],
+        vec![Event::Campaign("c-1", None)],
+    ];
+    for workers in [1, 2] {
+        let without = run_with(workers, batches.clone(), false);
+        assert_eq!(without, run(workers, batches.clone()), "workers: {workers}");
+        assert_eq!(without.len(), 7);
     }
 }
 

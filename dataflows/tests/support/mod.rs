@@ -11,6 +11,7 @@ use dataflows::operators::{PairChanges, Upsert};
 use dataflows::{render_eligibility, Campaign, Category, CategoryId, PairChange, Product, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::capture::{Capture, Extract};
+use timely::dataflow::operators::generic::operator::empty;
 use timely::dataflow::operators::Input;
 use timely::dataflow::{InputHandle, Scope, Stream};
 
@@ -93,14 +94,24 @@ impl Inputs {
 
 /// Runs `batches` (batch `i` at time `i`) and returns the changes, sorted.
 pub fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
+    run_with(workers, batches, true)
+}
+
+/// As [`run`]; without `categories`, the dataflow gets an empty categories stream, as a
+/// job without a categories source does, and the batches must hold no category.
+pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> Vec<PairChange> {
     let (send, recv) = mpsc::channel();
     let send = Arc::new(Mutex::new(send));
     let batches = Arc::new(batches);
     timely::execute(timely::Config::process(workers), move |worker| {
         let send = send.lock().unwrap().clone();
         let mut inputs = worker.dataflow::<Time, _, _>(|scope| {
-            let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
-            render_eligibility(products, campaigns, categories, None)
+            let (inputs, (products, campaigns, tree)) = Inputs::new(scope);
+            let tree = match categories {
+                true => tree,
+                false => empty(scope),
+            };
+            render_eligibility(products, campaigns, tree, None)
                 .pair_changes(|_| 0)
                 .capture_into(send);
             inputs
