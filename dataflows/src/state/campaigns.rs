@@ -13,7 +13,7 @@
 
 use crate::hashing::FastMap;
 use crate::model::{tag_of, Campaign, CampaignId, CategoryId, IdSet, Product, Tag};
-use crate::rule::{first_category_met, index_campaign, CampaignIndex, PredicateKey, NO_ANCESTORS};
+use crate::rule::{first_category_met, index_campaign, CampaignIndex, PredicateKey};
 
 /// An active campaign's place in the table; stable while the campaign is unchanged.
 pub type Handle = u32;
@@ -84,7 +84,6 @@ impl CampaignTable {
     /// ones. Each at most once.
     pub fn candidates<'a>(&'a self, product: &Product, mut meet: impl FnMut(&'a ActiveCampaign)) {
         let [category, brand, seller] = product.predicate_keys().map(|key| self.by_key.get(&key));
-        let ancestors = category.map_or(NO_ANCESTORS, |keyed| keyed.ancestors.as_slice());
         let mut meet_all = |handles: &'a [Handle]| {
             for &handle in handles {
                 if let Some(active) = &self.slots[handle as usize] {
@@ -93,30 +92,27 @@ impl CampaignTable {
             }
         };
         let handles = |keyed: Option<&'a Keyed>| keyed.map_or(&[][..], |keyed| keyed.handles.as_slice());
-        if ancestors.is_empty() {
+        match category {
+            Some(own) if !own.ancestors.is_empty() => self.candidates_through(product.category_id, own, &mut meet_all),
             // Flat: the campaigns naming the category, as without a tree.
-            meet_all(handles(category));
-        } else {
-            self.candidates_through(product.category_id, ancestors, &mut meet_all);
+            _ => meet_all(handles(category)),
         }
         meet_all(handles(brand));
         meet_all(handles(seller));
         meet_all(&self.unrestricted);
     }
 
-    /// The campaigns naming `category` or one of its `ancestors`: a campaign that names
-    /// several of them is met under each, and counted under the first only.
-    fn candidates_through<'a>(
-        &'a self,
-        category: CategoryId,
-        ancestors: &[CategoryId],
-        meet_all: &mut impl FnMut(&'a [Handle]),
-    ) {
+    /// The campaigns naming `category` (its entry is `own`) or one of its ancestors: a
+    /// campaign that names several of them is met under each, and counted under the first
+    /// only.
+    fn candidates_through<'a>(&'a self, category: CategoryId, own: &'a Keyed, meet_all: &mut impl FnMut(&'a [Handle])) {
+        let ancestors = own.ancestors.as_slice();
         debug_assert!(!ancestors.contains(&category), "strict ancestors");
-        for named in std::iter::once(category).chain(ancestors.iter().copied()) {
-            let Some(keyed) = self.by_key.get(&PredicateKey::Category(named)) else {
-                continue;
-            };
+        let ancestors_keyed = ancestors
+            .iter()
+            .map(|ancestor| (*ancestor, self.by_key.get(&PredicateKey::Category(*ancestor))));
+        for (named, keyed) in std::iter::once((category, Some(own))).chain(ancestors_keyed) {
+            let Some(keyed) = keyed else { continue };
             for handle in &keyed.handles {
                 if let Some(active) = &self.slots[*handle as usize] {
                     let first = active.categories.len() == 1
