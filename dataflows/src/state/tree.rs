@@ -2,8 +2,9 @@
 //!
 //! The dataflow computes the ancestor relation ([`ancestor_changes`]) and broadcasts its
 //! changes; each worker keeps it both ways. A product meets campaigns through the ancestors
-//! of its category, and a campaign meets products through the descendants of the
-//! categories it names. Only strict pairs are kept: a category is always its own ancestor,
+//! of its category (the campaign table keeps a copy in each category's entry, so that the
+//! hot path finds them in the lookup it makes anyway), and a campaign meets products
+//! through the descendants of the categories it names. Only strict pairs are kept: a category is always its own ancestor,
 //! and a category no record places under another costs nothing. With no `categories`
 //! records at all, both maps stay empty and the matcher does exactly what it does flat.
 //!
@@ -61,10 +62,6 @@ impl CategoryTree {
 
     /// The ancestors of `category` besides itself, sorted.
     pub fn ancestors(&self, category: CategoryId) -> &[CategoryId] {
-        // No hash at all in the flat case.
-        if self.ancestors.is_empty() {
-            return &[];
-        }
         self.ancestors.get(&category).map_or(&[], Vec::as_slice)
     }
 
