@@ -167,14 +167,14 @@ build() {
         # shellcheck disable=SC1091 # the host's release file
         (. /etc/os-release && [ "${ID:-}" = debian ] && [ "${VERSION_ID:-}" = 12 ]) ||
             die "no builder image, and this host is not Debian 12: a binary compiled here would not match the bookworm base"
-        say "binary: no builder image; compiling here with cargo build --release --locked"
-        cargo build --release --locked
+        say "binary: no builder image; compiling here with cargo build --release --locked -p eligibility"
+        cargo build --release --locked -p eligibility
         local context="$STORE/build-context"
         rm -rf "$context"
         mkdir -p "$context/out"
         # What the build stage does after cargo: drop the debug line tables, keep symbols.
         objcopy --strip-debug target/release/eligibility "$context/out/eligibility"
-        binary_from="cargo build --release --locked on this host ($(rustc --version))"
+        binary_from="cargo build --release --locked -p eligibility on this host ($(rustc --version))"
         args+=(--build-context "build=$context")
     fi
 

@@ -303,10 +303,10 @@ def common(render, objects):
     if tomllib is not None:
         check(render, job.get("kafka", {}).get("client_env", {}).get("sasl.password") == "KAFKA_PASSWORD",
               "job.toml reads the Kafka password from KAFKA_PASSWORD")
-        check(render, job.get("sinks", {}).get("elasticsearch", {}).get("password_env") == "ELASTICSEARCH_PASSWORD",
+        check(render, job.get("sinks", {}).get("elasticsearch", {}).get("auth", {}).get("password_env") == "ELASTICSEARCH_PASSWORD",
               "job.toml reads the Elasticsearch password from ELASTICSEARCH_PASSWORD")
         check(render, job.get("metrics", {}).get("listen") == "0.0.0.0:9464", "job.toml [metrics] listen = 0.0.0.0:9464")
-        ca = job.get("sinks", {}).get("elasticsearch", {}).get("ca_certificate")
+        ca = job.get("sinks", {}).get("elasticsearch", {}).get("tls", {}).get("ca_certificate")
         check(render, ca == "/etc/eligibility/tls/ca.crt"
               and any(s.get("secret", {}).get("name") == "eligibility-ca"
                       and {"key": "ca.crt", "path": "tls/ca.crt"} in s["secret"].get("items", []) for s in sources),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, the Kubernetes manifests, and every test of the
+# The whole test suite: formatting, lints, the import graph, the Kubernetes manifests, and every test of the
 # workspace, with the real
 # services the integration tests need: a Kafka broker and a search node (OpenSearch 2 by
 # default), started here if not running. The Elasticsearch sink's tests then run a second
@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The layering of src/: no import circle, no import running up a floor (docs/architecture.md).
+python3 scripts/import_graph.py
 
 # The Kubernetes manifests: rendered with kustomize, checked with kubeconform against
 # schemas built offline (cached under .local/k8s; a cold run takes a few minutes).

@@ -1,12 +1,10 @@
-//! The command line: `eligibility run | generate | demo | produce | campaigns | bench`.
+//! The command line: `eligibility run | generate | demo | produce | campaigns`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cluster::{ClusterOptions, Peers};
-use crate::commands;
+use crate::cluster::layers::ClusterArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -34,81 +32,6 @@ pub enum Command {
     Produce(ProduceArgs),
     /// A seller's campaigns from the Elasticsearch index, sorted by eligible products or stock.
     Campaigns(CampaignsArgs),
-    /// Measure the engine against per-pair recompute, per-campaign aggregation and a
-    /// hand-written incremental implementation, on the same marketplace in memory.
-    Bench(BenchArgs),
-    /// One bench implementation in a process of its own (the bench runs it).
-    #[command(hide = true)]
-    BenchChild(BenchChildArgs),
-    /// File mode written by hand, which the bench measures `run --input` against.
-    #[command(hide = true)]
-    BenchFileBaseline(BenchFileBaselineArgs),
-}
-
-/// Cluster layout, shared by every command that starts timely workers. Each option
-/// overrides the config file's `[cluster]`; each can also come from the environment, as
-/// on Kubernetes.
-#[derive(Args, Debug, Clone, Default)]
-pub struct ClusterArgs {
-    /// Worker threads per process [default: 1].
-    #[arg(long, env = "ELIGIBILITY_WORKERS")]
-    pub workers: Option<usize>,
-    /// Number of processes in the cluster [default: 1].
-    #[arg(long, env = "ELIGIBILITY_PROCESSES")]
-    pub processes: Option<usize>,
-    /// Index of this process, 0-based [default: 0].
-    #[arg(long, env = "ELIGIBILITY_PROCESS", conflicts_with = "pod_name")]
-    pub process: Option<usize>,
-    /// A StatefulSet pod name; its ordinal suffix is the process index (`eligibility-2`: 2).
-    #[arg(long, env = "ELIGIBILITY_POD_NAME")]
-    pub pod_name: Option<String>,
-    /// File of host:port lines, one per process, in process order.
-    #[arg(long, conflicts_with = "peers")]
-    pub hostfile: Option<PathBuf>,
-    /// The peers as a host:port pattern, `{i}` standing for the process index.
-    #[arg(long, env = "ELIGIBILITY_PEERS")]
-    pub peers: Option<String>,
-    /// Port of process 0's start-up rendezvous [default: its peer port + 1].
-    #[arg(long, env = "ELIGIBILITY_RENDEZVOUS_PORT")]
-    pub rendezvous_port: Option<u16>,
-}
-
-impl ClusterArgs {
-    /// The layout: these options over the config file's, over the defaults. `fingerprint`
-    /// is what every process must agree on besides the layout.
-    pub fn resolve(
-        &self,
-        config: Option<&crate::config::ClusterConfig>,
-        fingerprint: u64,
-    ) -> anyhow::Result<ClusterOptions> {
-        let defaults = ClusterOptions::default();
-        let process = match (&self.process, &self.pod_name) {
-            (Some(process), _) => *process,
-            (None, Some(pod_name)) => crate::cluster::ordinal_of(pod_name)?,
-            (None, None) => defaults.process,
-        };
-        let peers = match (&self.hostfile, &self.peers, config) {
-            (Some(path), _, _) => Peers::Hostfile(path.clone()),
-            (None, Some(pattern), _) => Peers::Pattern(pattern.clone()),
-            (None, None, Some(config)) => match (&config.hostfile, &config.peers) {
-                (Some(path), _) => Peers::Hostfile(path.clone()),
-                (None, Some(pattern)) => Peers::Pattern(pattern.clone()),
-                (None, None) => Peers::Alone,
-            },
-            (None, None, None) => Peers::Alone,
-        };
-        Ok(ClusterOptions {
-            workers: self.workers.or(config.map(|c| c.workers)).unwrap_or(defaults.workers),
-            processes: self
-                .processes
-                .or(config.map(|c| c.processes))
-                .unwrap_or(defaults.processes),
-            process,
-            peers,
-            rendezvous_port: self.rendezvous_port,
-            fingerprint,
-        })
-    }
 }
 
 #[derive(Args, Debug)]
@@ -176,9 +99,9 @@ pub struct MarketplaceArgs {
     pub seed: u64,
 }
 
-impl From<&MarketplaceArgs> for crate::generate::MarketplaceSpec {
+impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
     fn from(args: &MarketplaceArgs) -> Self {
-        crate::generate::MarketplaceSpec {
+        generate::MarketplaceSpec {
             products: args.products,
             sellers: args.sellers,
             categories: args.categories,
@@ -191,96 +114,6 @@ impl From<&MarketplaceArgs> for crate::generate::MarketplaceSpec {
             seed: args.seed,
         }
     }
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Products in the initial load.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub products: u64,
-    #[arg(long, default_value_t = 5_000)]
-    pub sellers: u64,
-    #[arg(long, default_value_t = 1_000)]
-    pub categories: u64,
-    #[arg(long, default_value_t = 2_000)]
-    pub brands: u64,
-    /// Campaigns in the initial load.
-    #[arg(long, default_value_t = 100)]
-    pub campaigns: u64,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// The large preset: 10 million products, 50,000 sellers, 500 campaigns (overrides
-    /// the size options).
-    #[arg(long)]
-    pub scale: bool,
-    /// Engine worker counts to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,2")]
-    pub workers: Vec<usize>,
-    /// Batch sizes of the product-update phase, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
-    pub batch_sizes: Vec<usize>,
-    /// Product updates per batch size.
-    #[arg(long, default_value_t = 20_000)]
-    pub updates_per_batch_size: usize,
-    /// Events per batch (logical time) during the initial load.
-    #[arg(long, default_value_t = 100_000)]
-    pub load_batch_size: usize,
-    /// Share of the products the new campaign reaches, in (0, 1].
-    #[arg(long, default_value_t = 0.1)]
-    pub new_campaign_share: f64,
-    /// Time a baseline may spend on one phase before the rest is applied untimed.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    pub baseline_budget: std::time::Duration,
-    /// Skip the engine runs fed event-log lines (JSON decode inside the timed region).
-    #[arg(long)]
-    pub no_json_feed: bool,
-    /// Run the engine only.
-    #[arg(long)]
-    pub no_baselines: bool,
-    /// Write the results as JSON here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Write the result tables (Markdown) here, as well as to stdout.
-    #[arg(long)]
-    pub markdown: Option<PathBuf>,
-    /// Draw the plots (PNG) into this directory.
-    #[arg(long)]
-    pub plots: Option<PathBuf>,
-    /// Product counts, comma-separated: run the bench once per count, each in a process
-    /// of its own (sellers scale along), and plot figures against products.
-    #[arg(long, value_delimiter = ',')]
-    pub sweep: Vec<u64>,
-    /// Events after the initial load in the file-mode comparison's event log.
-    #[arg(long, default_value_t = 100_000)]
-    pub file_updates: u64,
-    /// Lines per logical time in the file-mode comparison.
-    #[arg(long, default_value_t = 10_000)]
-    pub file_batch_size: u64,
-    /// Skip the file-mode comparison (`eligibility run` against a hand-written equivalent).
-    #[arg(long)]
-    pub no_file_mode: bool,
-    /// Folder for the file-mode event log and outputs [default: a new one in the temp dir].
-    #[arg(long)]
-    pub work_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchChildArgs {
-    /// The task, as JSON (`bench::child::ChildTask`).
-    #[arg(long)]
-    pub task: String,
-}
-
-#[derive(Args, Debug)]
-pub struct BenchFileBaselineArgs {
-    #[arg(long)]
-    pub input: PathBuf,
-    #[arg(long)]
-    pub output: PathBuf,
-    #[arg(long)]
-    pub dead_letter: PathBuf,
-    #[arg(long, default_value_t = 1000)]
-    pub batch_size: u64,
 }
 
 #[derive(Args, Debug)]
@@ -363,36 +196,4 @@ pub struct CampaignsArgs {
     /// The pairs index, when no --config is given.
     #[arg(long, default_value = "eligibility-pairs")]
     pub index: String,
-}
-
-fn init_logging(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
-}
-
-pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(&cli.log);
-    let result = match &cli.command {
-        Command::Run(args) => commands::run::run(args),
-        Command::Generate(args) => commands::generate::run(args),
-        Command::Demo(args) => commands::demo::run(args),
-        Command::Produce(args) => commands::produce::run(args),
-        Command::Campaigns(args) => commands::campaigns::run(args),
-        Command::Bench(args) => commands::bench::run(args),
-        Command::BenchChild(args) => commands::bench::run_child(args),
-        Command::BenchFileBaseline(args) => commands::bench::run_file_baseline(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
 }

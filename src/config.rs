@@ -4,11 +4,34 @@
 //! are errors, so a typo fails at start-up instead of being ignored. `docs/configuration.md`
 //! documents every option; keep the two in step.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use serde::Deserialize;
+
+use crate::cluster::layers::ClusterConfig;
+use crate::sink::bulk::settings::reject_unknown;
+use crate::sink::couchbase::config::{CouchbaseConfig, SECTION as COUCHBASE_SECTION};
+use crate::sink::elasticsearch::config::{ElasticsearchConfig, SECTION as ELASTICSEARCH_SECTION};
+use crate::source::kafka::config::{BatchingConfig, KafkaConfig};
+
+/// Why a config file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -30,156 +53,32 @@ pub struct JobConfig {
     pub shutdown: ShutdownConfig,
 }
 
-/// Cluster layout; command-line options override it.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClusterConfig {
-    /// Worker threads per process.
-    #[serde(default = "default_workers")]
-    pub workers: usize,
-    /// Processes in the cluster.
-    #[serde(default = "default_processes")]
-    pub processes: usize,
-    /// File of `host:port` lines, one per process.
-    pub hostfile: Option<PathBuf>,
-    /// The peers as a `host:port` pattern with `{i}` for the process index.
-    pub peers: Option<String>,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        ClusterConfig {
-            workers: default_workers(),
-            processes: default_processes(),
-            hostfile: None,
-            peers: None,
-        }
-    }
-}
-
-fn default_workers() -> usize {
-    1
-}
-
-fn default_processes() -> usize {
-    1
-}
-
-/// The Kafka source.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KafkaConfig {
-    /// Bootstrap servers, `host:port[,host:port…]`.
-    pub brokers: String,
-    #[serde(default = "default_products_topic")]
-    pub products_topic: String,
-    #[serde(default = "default_campaigns_topic")]
-    pub campaigns_topic: String,
-    /// librdkafka properties passed through as they are (`security.protocol`,
-    /// `sasl.mechanism`, `ssl.ca.location`, …). Never put secrets here: use `client_env`.
-    #[serde(default)]
-    pub client: BTreeMap<String, String>,
-    /// librdkafka properties read from environment variables: property -> variable name,
-    /// e.g. `"sasl.password" = "KAFKA_PASSWORD"`. A missing variable is an error.
-    #[serde(default)]
-    pub client_env: BTreeMap<String, String>,
-    /// Records per logical time while rebuilding state at start-up.
-    #[serde(default = "default_rehydration_chunk_records")]
-    pub rehydration_chunk_records: u64,
-    /// How far (milliseconds of logical time) the input may run ahead of what the sinks have
-    /// acknowledged before the job stops reading.
-    #[serde(default = "default_max_unacknowledged_ms")]
-    pub max_unacknowledged_ms: u64,
-    /// How many records of closed batches a worker may have read and not yet had
-    /// acknowledged before it stops reading: bounds the memory a backlog can fill.
-    #[serde(default = "default_max_unacknowledged_records")]
-    pub max_unacknowledged_records: u64,
-}
-
-fn default_products_topic() -> String {
-    "products".into()
-}
-
-fn default_campaigns_topic() -> String {
-    "campaigns".into()
-}
-
-fn default_rehydration_chunk_records() -> u64 {
-    100_000
-}
-
-fn default_max_unacknowledged_ms() -> u64 {
-    30_000
-}
-
-fn default_max_unacknowledged_records() -> u64 {
-    100_000
-}
-
-impl KafkaConfig {
-    /// Every default, with these brokers.
-    pub fn for_brokers(brokers: &str) -> Self {
-        KafkaConfig {
-            brokers: brokers.to_owned(),
-            products_topic: default_products_topic(),
-            campaigns_topic: default_campaigns_topic(),
-            client: BTreeMap::new(),
-            client_env: BTreeMap::new(),
-            rehydration_chunk_records: default_rehydration_chunk_records(),
-            max_unacknowledged_records: default_max_unacknowledged_records(),
-            max_unacknowledged_ms: default_max_unacknowledged_ms(),
-        }
-    }
-
-    /// The client properties with secrets resolved from the environment.
-    pub fn client_properties(&self) -> anyhow::Result<BTreeMap<String, String>> {
-        let mut properties = self.client.clone();
-        for (property, variable) in &self.client_env {
-            let value = std::env::var(variable).with_context(|| {
-                format!("kafka.client_env: environment variable {variable} (for {property}) is not set")
-            })?;
-            properties.insert(property.clone(), value);
-        }
-        Ok(properties)
-    }
-}
-
-/// How records are grouped into logical times.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BatchingConfig {
-    /// A batch closes when a worker has read this many records into it…
-    #[serde(default = "default_batch_max_records")]
-    pub max_records: u64,
-    /// …or when it has been open this long (milliseconds), whichever comes first.
-    #[serde(default = "default_batch_max_delay_ms")]
-    pub max_delay_ms: u64,
-}
-
-impl Default for BatchingConfig {
-    fn default() -> Self {
-        BatchingConfig {
-            max_records: default_batch_max_records(),
-            max_delay_ms: default_batch_max_delay_ms(),
-        }
-    }
-}
-
-fn default_batch_max_records() -> u64 {
-    10_000
-}
-
-fn default_batch_max_delay_ms() -> u64 {
-    100
-}
-
 /// Where pair changes go; at least one sink must be configured.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinksConfig {
     pub jsonl: Option<JsonlSinkConfig>,
-    pub elasticsearch: Option<crate::sink::elasticsearch::config::ElasticsearchConfig>,
-    pub couchbase: Option<crate::sink::couchbase::config::CouchbaseConfig>,
+    pub elasticsearch: Option<ElasticsearchConfig>,
+    pub couchbase: Option<CouchbaseConfig>,
+    /// Threads running the requests of the Elasticsearch and Couchbase sinks (off the
+    /// timely workers).
+    #[serde(default = "default_io_threads")]
+    pub io_threads: usize,
+}
+
+fn default_io_threads() -> usize {
+    2
+}
+
+impl Default for SinksConfig {
+    fn default() -> Self {
+        SinksConfig {
+            jsonl: None,
+            elasticsearch: None,
+            couchbase: None,
+            io_threads: default_io_threads(),
+        }
+    }
 }
 
 /// The JSONL change log, written by process 0.
@@ -204,16 +103,34 @@ fn default_sync_interval_ms() -> u64 {
 pub struct DeadLetterConfig {
     /// Kafka topic for dead letters (created if missing, on the source's brokers).
     pub topic: Option<String>,
+    /// Partitions of the dead-letter topic when the job creates it.
+    #[serde(default = "one")]
+    pub topic_partitions: i32,
+    /// Replication factor of the dead-letter topic when the job creates it (1 suits one
+    /// broker; set 3 on a production cluster).
+    #[serde(default = "one")]
+    pub topic_replication_factor: i32,
     /// JSONL file for dead letters, when no topic is set; appended to across restarts.
     #[serde(default = "default_dead_letter_path")]
     pub path: PathBuf,
+    /// How often (milliseconds) the dead-letter file is flushed and synced; a time is
+    /// acknowledged only once it is synced.
+    #[serde(default = "default_sync_interval_ms")]
+    pub sync_interval_ms: u64,
+}
+
+fn one() -> i32 {
+    1
 }
 
 impl Default for DeadLetterConfig {
     fn default() -> Self {
         DeadLetterConfig {
             topic: None,
+            topic_partitions: one(),
+            topic_replication_factor: one(),
             path: default_dead_letter_path(),
+            sync_interval_ms: default_sync_interval_ms(),
         }
     }
 }
@@ -292,27 +209,42 @@ fn default_metrics_listen() -> String {
 }
 
 impl JobConfig {
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("cannot read the config file {}", path.display()))?;
-        let config: JobConfig =
-            toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))?;
+    /// The config file's text and the config, checked.
+    pub fn load(path: &Path) -> Result<(String, Self), ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config: JobConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
         config.validate()?;
-        Ok(config)
+        Ok((text, config))
     }
 
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |message: &str| Err(ConfigError::Invalid(message.to_owned()));
         if self.sinks.jsonl.is_none() && self.sinks.elasticsearch.is_none() && self.sinks.couchbase.is_none() {
-            bail!("no sink is configured: add [sinks.jsonl], [sinks.elasticsearch] or [sinks.couchbase]");
+            return invalid("no sink is configured: add [sinks.jsonl], [sinks.elasticsearch] or [sinks.couchbase]");
+        }
+        if let Some(elasticsearch) = &self.sinks.elasticsearch {
+            reject_unknown(ELASTICSEARCH_SECTION, &elasticsearch.unknown).map_err(ConfigError::Invalid)?;
         }
         if let Some(couchbase) = &self.sinks.couchbase {
-            couchbase.keyspace()?;
+            reject_unknown(COUCHBASE_SECTION, &couchbase.unknown).map_err(ConfigError::Invalid)?;
+            couchbase
+                .keyspace()
+                .map_err(|error| ConfigError::Invalid(error.to_string()))?;
         }
         if self.batching.max_records == 0 {
-            bail!("batching.max_records must be at least 1");
+            return invalid("batching.max_records must be at least 1");
         }
         if self.kafka.products_topic == self.kafka.campaigns_topic {
-            bail!("kafka.products_topic and kafka.campaigns_topic must differ");
+            return invalid("kafka.products_topic and kafka.campaigns_topic must differ");
+        }
+        if self.sinks.io_threads == 0 {
+            return invalid("sinks.io_threads must be at least 1");
         }
         Ok(())
     }
@@ -361,6 +293,63 @@ mod tests {
         assert!(typo.unwrap_err().to_string().contains("unknown field"));
         let no_sink: JobConfig = toml::from_str("[kafka]\nbrokers = \"b\"\n").unwrap();
         assert!(no_sink.validate().unwrap_err().to_string().contains("no sink"));
+    }
+
+    #[test]
+    fn sink_tables_take_their_shared_sub_tables_and_refuse_unknown_keys() {
+        let config: JobConfig = toml::from_str(
+            r#"
+            [kafka]
+            brokers = "b:9092"
+            [sinks.elasticsearch]
+            index = "pairs"
+            bulk = { max_actions = 300 }
+            retry = { initial_ms = 50, max_ms = 2000 }
+            tls = { insecure_skip_verify = true }
+            auth = { username = "u", password_env = "P" }
+            [sinks.couchbase]
+            bucket = "b"
+            bulk = { max_in_flight = 8 }
+            "#,
+        )
+        .unwrap();
+        config.validate().unwrap();
+        let elasticsearch = config.sinks.elasticsearch.as_ref().unwrap();
+        let bulk = elasticsearch.bulk();
+        // Set values win; unset ones take this sink's defaults.
+        assert_eq!((bulk.max_actions, bulk.max_in_flight), (300, 4));
+        assert_eq!(bulk.backoff.initial, std::time::Duration::from_millis(50));
+        assert!(elasticsearch.client.tls.insecure_skip_verify);
+        assert_eq!(elasticsearch.client.auth.username.as_deref(), Some("u"));
+        let couchbase = config.sinks.couchbase.as_ref().unwrap().bulk();
+        assert_eq!((couchbase.max_actions, couchbase.max_in_flight), (500, 8));
+
+        for (table, typo) in [
+            ("elasticsearch", "max_actions = 3"),
+            ("couchbase", "bucket = \"b\"\nretry_max_ms = 3"),
+        ] {
+            let text = format!("[kafka]\nbrokers = \"b\"\n[sinks.{table}]\n{typo}\n");
+            let config: JobConfig = toml::from_str(&text).unwrap();
+            let error = config.validate().unwrap_err().to_string();
+            assert!(error.contains("unknown field") && error.contains(table), "{error}");
+        }
+        let nested_typo = "[kafka]\nbrokers = \"b\"\n[sinks.elasticsearch]\nbulk = { max_action = 3 }\n";
+        assert!(toml::from_str::<JobConfig>(nested_typo).is_err());
+    }
+
+    #[test]
+    fn the_shipped_configs_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(root.join("config"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        paths.push(root.join("k8s/base/job.toml"));
+        assert!(paths.len() >= 2);
+        for path in paths {
+            JobConfig::load(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+        }
     }
 
     #[test]

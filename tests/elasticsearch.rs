@@ -483,9 +483,7 @@ fn writes_resume_within_seconds_of_the_index_accepting_them_again() {
     let _serial = serial();
     let (case, index) = case("es-resume");
     // The default longest retry delay: what made a recovered node wait ~40 s.
-    edit_config(&case, |config| {
-        config.replace("retry_max_ms = 2000", "retry_max_ms = 30000")
-    });
+    edit_config(&case, |config| config.replace("max_ms = 2000", "max_ms = 30000"));
     let (mut lines, mut job) = run_until_first_pair_then_block(&case, &index);
     // Writes refused for long enough that their backoff reaches the longest delay.
     for n in 2..=6 {

@@ -8,6 +8,8 @@
 //! layout (`rendezvous.rs`). A lost peer ends every process: the cluster restarts as a whole
 //! and replays from its inputs.
 
+pub mod agreement;
+pub mod layers;
 pub mod rendezvous;
 
 use std::net::{SocketAddr, ToSocketAddrs};

@@ -60,6 +60,7 @@ pub async fn seller_campaigns(
 pub fn run(args: &CampaignsArgs) -> anyhow::Result<()> {
     let config = match &args.config {
         Some(path) => JobConfig::load(path)?
+            .1
             .sinks
             .elasticsearch
             .context("the config has no [sinks.elasticsearch]")?,

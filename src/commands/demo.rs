@@ -13,11 +13,11 @@ use dataflows::model::{PairFigures, SellerId};
 use crate::change_log::{fold_state, read_changes};
 use crate::cli::DemoArgs;
 use crate::cluster::ClusterOptions;
-use crate::generate::{generate_to_vec, MarketplaceSpec};
-use crate::job::{self, Job};
+use crate::compose::{self, EventLogRun};
+use crate::job;
 use crate::metrics::Metrics;
-use crate::sink::file_outputs::jsonl_files;
-use crate::source::event_log::{EventLogFactory, EventLogInput};
+use crate::source::event_log::EventLogInput;
+use generate::{generate_to_vec, MarketplaceSpec};
 
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let spec = MarketplaceSpec::from(&args.marketplace);
@@ -52,22 +52,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         workers: args.workers,
         ..ClusterOptions::default()
     };
-    let metrics = Arc::new(Metrics::new());
-    let (changes, dead_letters) = jsonl_files(0, &changes_path, &rejected_path, &metrics)?;
-    let job = Job {
-        cluster: cluster.clone(),
-        source: Arc::new(EventLogFactory {
-            input: EventLogInput::Bytes(log),
-            batch_size: args.batch_size,
-            max_unacknowledged_records: 8 * args.batch_size,
-        }),
-        changes: vec![changes],
-        dead_letters,
-        metrics,
-        live_from: None,
-        progress: None,
-        progress_every: None,
+    let run = EventLogRun {
+        input: EventLogInput::Bytes(log),
+        batch_size: args.batch_size,
+        max_unacknowledged_records: 8 * args.batch_size,
+        changes: &changes_path,
+        dead_letters: &rejected_path,
     };
+    let job = compose::event_log_job(run, cluster.clone(), Arc::new(Metrics::new()), None)?;
     let report = job::run(job)?;
     let seconds = report.elapsed.as_secs_f64();
     println!(

@@ -6,7 +6,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use crate::cli::GenerateArgs;
-use crate::generate::{generate, MarketplaceSpec};
+use generate::{generate, MarketplaceSpec};
 
 pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
     let spec = MarketplaceSpec::from(&args.marketplace);

@@ -15,13 +15,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 use crate::cli::ProduceArgs;
-use crate::config::{JobConfig, KafkaConfig};
+use crate::config::JobConfig;
 use crate::source::kafka::client::{admin_config, producer_config};
+use crate::source::kafka::config::KafkaConfig;
 use crate::source::kafka::topics::{ensure_topics, TopicSpec};
 
 pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     let kafka = match &args.config {
-        Some(path) => JobConfig::load(path)?.kafka,
+        Some(path) => JobConfig::load(path)?.1.kafka,
         None => KafkaConfig::for_brokers(&args.brokers),
     };
     let properties = kafka.client_properties()?;

@@ -7,6 +7,8 @@ pub mod health;
 pub mod http;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -47,6 +49,8 @@ pub struct Metrics {
     pub records_read: Counter,
     pub records_consumed: Family<PartitionLabels, Counter>,
     pub consumer_lag: Family<PartitionLabels, Gauge>,
+    pub records_unacknowledged: Family<PartitionLabels, Gauge>,
+    pub oldest_unacknowledged_seconds: Family<PartitionLabels, Gauge<f64, AtomicU64>>,
     pub committed_offset: Family<PartitionLabels, Gauge>,
     pub records_rejected: Family<ReasonLabels, Counter>,
     /// All rejections, for the run summary.
@@ -76,8 +80,44 @@ pub struct SinkMetrics {
     pub documents_written: Family<SinkLabels, Counter>,
     pub documents_deleted: Family<SinkLabels, Counter>,
     pub documents_rejected: Family<SinkLabels, Counter>,
+    pub writes_coalesced: Family<SinkLabels, Counter>,
     pub requests_in_flight: Family<SinkLabels, Gauge>,
     pub request_seconds: Family<SinkLabels, Histogram>,
+}
+
+/// One sink's series, as handles sharing the registered values.
+#[derive(Clone)]
+pub struct SinkHandles {
+    pub pairs_upserted: Counter,
+    pub pairs_deleted: Counter,
+    pub pairs_live: Gauge,
+    pub requests: Counter,
+    pub retries: Counter,
+    pub documents_written: Counter,
+    pub documents_deleted: Counter,
+    pub documents_rejected: Counter,
+    pub writes_coalesced: Counter,
+    pub requests_in_flight: Gauge,
+    pub request_seconds: Histogram,
+}
+
+impl SinkHandles {
+    /// Counts the pair changes of one time: upserts, deletes, and pairs begun or ended.
+    pub fn record_changes(&self, changes: &[dataflows::PairChange]) {
+        let mut upserts = 0;
+        let mut live = 0i64;
+        for change in changes {
+            match (change.figures.is_some(), change.previous.is_some()) {
+                (true, false) => live += 1,
+                (false, true) => live -= 1,
+                _ => {}
+            }
+            upserts += u64::from(change.figures.is_some());
+        }
+        self.pairs_upserted.inc_by(upserts);
+        self.pairs_deleted.inc_by(changes.len() as u64 - upserts);
+        self.pairs_live.inc_by(live);
+    }
 }
 
 impl Default for Metrics {
@@ -94,6 +134,8 @@ impl Metrics {
             records_read: Counter::default(),
             records_consumed: Family::default(),
             consumer_lag: Family::default(),
+            records_unacknowledged: Family::default(),
+            oldest_unacknowledged_seconds: Family::default(),
             committed_offset: Family::default(),
             records_rejected: Family::default(),
             rejected: Counter::default(),
@@ -111,6 +153,7 @@ impl Metrics {
                 documents_written: Family::default(),
                 documents_deleted: Family::default(),
                 documents_rejected: Family::default(),
+                writes_coalesced: Family::default(),
                 requests_in_flight: Family::default(),
                 request_seconds: Family::new_with_constructor(histogram_of_seconds),
             },
@@ -136,6 +179,16 @@ impl Metrics {
             "consumer_lag",
             "Records between the consumer's position and the partition's end",
             metrics.consumer_lag.clone(),
+        );
+        registry.register(
+            "records_unacknowledged",
+            "Records between the offset every sink has acknowledged (what the next progress save commits) and the partition's end: the backlog",
+            metrics.records_unacknowledged.clone(),
+        );
+        registry.register(
+            "oldest_unacknowledged_seconds",
+            "Seconds since the oldest record read and not yet acknowledged by every sink was read, per partition; 0 when none waits",
+            metrics.oldest_unacknowledged_seconds.clone(),
         );
         registry.register(
             "committed_offset",
@@ -202,6 +255,11 @@ impl Metrics {
             sinks.documents_rejected.clone(),
         );
         registry.register(
+            "sink_writes_coalesced",
+            "Document writes a sink dropped unsent because a newer version of the document replaced them",
+            sinks.writes_coalesced.clone(),
+        );
+        registry.register(
             "sink_requests_in_flight",
             "Requests to a sink not yet answered",
             sinks.requests_in_flight.clone(),
@@ -222,22 +280,22 @@ impl Metrics {
     }
 
     /// Accounts for changes `sink` was handed.
-    pub fn record_changes(&self, sink: &SinkLabels, changes: &[dataflows::PairChange]) {
-        let mut upserts = 0;
-        let mut live = 0i64;
-        for change in changes {
-            match (change.figures.is_some(), change.previous.is_some()) {
-                (true, false) => live += 1,
-                (false, true) => live -= 1,
-                _ => {}
-            }
-            upserts += u64::from(change.figures.is_some());
+    /// The handles of one sink's series, looked up once (its writes then take no lock).
+    pub fn sink_handles(&self, name: &str) -> SinkHandles {
+        let labels = Self::sink(name);
+        SinkHandles {
+            pairs_upserted: self.pairs_upserted.get_or_create(&labels).clone(),
+            pairs_deleted: self.pairs_deleted.get_or_create(&labels).clone(),
+            pairs_live: self.pairs_live.get_or_create(&labels).clone(),
+            requests: self.sinks.requests.get_or_create(&labels).clone(),
+            retries: self.sinks.retries.get_or_create(&labels).clone(),
+            documents_written: self.sinks.documents_written.get_or_create(&labels).clone(),
+            documents_deleted: self.sinks.documents_deleted.get_or_create(&labels).clone(),
+            documents_rejected: self.sinks.documents_rejected.get_or_create(&labels).clone(),
+            writes_coalesced: self.sinks.writes_coalesced.get_or_create(&labels).clone(),
+            requests_in_flight: self.sinks.requests_in_flight.get_or_create(&labels).clone(),
+            request_seconds: self.sinks.request_seconds.get_or_create(&labels).clone(),
         }
-        self.pairs_upserted.get_or_create(sink).inc_by(upserts);
-        self.pairs_deleted
-            .get_or_create(sink)
-            .inc_by(changes.len() as u64 - upserts);
-        self.pairs_live.get_or_create(sink).inc_by(live);
     }
 
     /// (upserts, deletes, live pairs) of `sink`.

@@ -3,9 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
-
-use super::{ProgressRecord, ProgressStore};
+use super::{ProgressError, ProgressRecord, ProgressStore};
 
 pub struct FileProgressStore {
     path: PathBuf,
@@ -18,28 +16,35 @@ impl FileProgressStore {
 }
 
 impl ProgressStore for FileProgressStore {
-    fn load(&mut self) -> anyhow::Result<Option<ProgressRecord>> {
+    fn load(&mut self) -> Result<Option<ProgressRecord>, ProgressError> {
         match std::fs::read_to_string(&self.path) {
             Ok(text) => ProgressRecord::from_json(&text)
                 .map(Some)
-                .with_context(|| format!("the progress record {} is corrupt", self.path.display())),
+                .map_err(|source| ProgressError::Corrupt {
+                    place: self.path.display().to_string(),
+                    source,
+                }),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(error) => Err(error).with_context(|| format!("cannot read {}", self.path.display())),
+            Err(error) => Err(ProgressError::io(format!("read {}", self.path.display()))(error)),
         }
     }
 
-    fn save(&mut self, record: &ProgressRecord) -> anyhow::Result<()> {
+    fn save(&mut self, record: &ProgressRecord) -> Result<(), ProgressError> {
         let mut temporary = self.path.clone().into_os_string();
         temporary.push(".tmp");
         let temporary = PathBuf::from(temporary);
         let mut file =
-            std::fs::File::create(&temporary).with_context(|| format!("cannot create {}", temporary.display()))?;
-        file.write_all(record.to_json().as_bytes())?;
-        file.sync_all().context("cannot sync the progress record")?;
-        std::fs::rename(&temporary, &self.path).with_context(|| format!("cannot replace {}", self.path.display()))?;
+            std::fs::File::create(&temporary).map_err(ProgressError::io(format!("create {}", temporary.display())))?;
+        file.write_all(record.to_json().as_bytes())
+            .map_err(ProgressError::io(format!("write {}", temporary.display())))?;
+        file.sync_all().map_err(ProgressError::io("sync the progress record"))?;
+        std::fs::rename(&temporary, &self.path)
+            .map_err(ProgressError::io(format!("replace {}", self.path.display())))?;
         // The rename is durable once the directory is synced.
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::File::open(parent)?.sync_all()?;
+            std::fs::File::open(parent)
+                .and_then(|directory| directory.sync_all())
+                .map_err(ProgressError::io(format!("sync {}", parent.display())))?;
         }
         Ok(())
     }

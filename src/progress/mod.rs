@@ -63,7 +63,7 @@ impl ProgressRecord {
         serde_json::to_string_pretty(&document).expect("a progress record always serializes")
     }
 
-    pub fn from_json(text: &str) -> anyhow::Result<Self> {
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
         let document: ProgressDocument = serde_json::from_str(text)?;
         Ok(ProgressRecord {
             time: document.time,
@@ -76,11 +76,42 @@ impl ProgressRecord {
     }
 }
 
+/// Why the progress record could not be read or saved.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgressError {
+    #[error("cannot {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the progress record {place} is corrupt: {source}")]
+    Corrupt {
+        place: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The store refused or failed (an HTTP error, a blocked index).
+    #[error("{0}")]
+    Store(String),
+    #[error("the progress saver stopped")]
+    SaverStopped,
+    #[error("cannot start the progress saver: {0}")]
+    SaverStart(#[source] std::io::Error),
+}
+
+impl ProgressError {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ProgressError {
+        let what = what.into();
+        move |source| ProgressError::Io { what, source }
+    }
+}
+
 /// Where the progress record is kept.
 pub trait ProgressStore: Send {
-    fn load(&mut self) -> anyhow::Result<Option<ProgressRecord>>;
+    fn load(&mut self) -> Result<Option<ProgressRecord>, ProgressError>;
     /// Replaces the stored record; durable when it returns.
-    fn save(&mut self, record: &ProgressRecord) -> anyhow::Result<()>;
+    fn save(&mut self, record: &ProgressRecord) -> Result<(), ProgressError>;
 }
 
 #[cfg(test)]

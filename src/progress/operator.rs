@@ -23,9 +23,9 @@ use timely::dataflow::operators::Operator;
 use timely::dataflow::Stream;
 
 use super::saver::Saver;
-use super::{Checkpoint, ProgressRecord, ProgressStore};
+use super::{Checkpoint, ProgressError, ProgressRecord, ProgressStore};
 use crate::metrics::Metrics;
-use crate::sink::operator::ErrorSlot;
+use crate::worker_error::{report, ErrorSlot, OperatorError};
 
 /// How often the operator looks again while a save is under way.
 const SAVE_POLL: Duration = Duration::from_millis(10);
@@ -35,7 +35,7 @@ pub type OnCommit = Box<dyn Fn(&ProgressRecord)>;
 
 pub fn commit_progress<'scope>(
     checkpoints: Stream<'scope, Time, Vec<Checkpoint>>,
-    acknowledged: Stream<'scope, Time, Vec<crate::dead_letter::DeadLetter>>,
+    acknowledged: Stream<'scope, Time, Vec<()>>,
     store: Option<Box<dyn ProgressStore>>,
     interval: Duration,
     errors: ErrorSlot,
@@ -59,9 +59,10 @@ pub fn commit_progress<'scope>(
             let mut saver = match store.map(|store| Saver::start(store, metrics)).transpose() {
                 Ok(saver) => saver,
                 Err(error) => {
-                    errors
-                        .borrow_mut()
-                        .get_or_insert(anyhow::Error::new(error).context("cannot start the progress saver"));
+                    report(
+                        &errors,
+                        OperatorError::new("ProgressCommit", ProgressError::SaverStart(error)),
+                    );
                     None
                 }
             };
@@ -71,7 +72,7 @@ pub fn commit_progress<'scope>(
                         pending.entry(*time).or_default().append(data);
                     }
                 });
-                // Only the frontier matters here; the dead letters went to their sink.
+                // Frontier only: nothing flows on this input.
                 acks.for_each(|_capability, _data| {});
                 let Some(active) = saver.as_ref() else {
                     pending.clear();
@@ -82,9 +83,10 @@ pub fn commit_progress<'scope>(
                     on_commit(&saved);
                 }
                 if active.died() {
-                    errors
-                        .borrow_mut()
-                        .get_or_insert(anyhow::anyhow!("the progress saver stopped"));
+                    report(
+                        &errors,
+                        OperatorError::new("ProgressCommit", ProgressError::SaverStopped),
+                    );
                     saver = None;
                     return;
                 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{ProgressRecord, ProgressStore};
 use crate::metrics::Metrics;
-use crate::sink::bulk::backoff::Backoff;
+use crate::retry::Backoff;
 
 /// The health component of the progress record.
 pub const HEALTH_COMPONENT: &str = "progress";
@@ -139,6 +139,8 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    use crate::progress::ProgressError;
+
     /// Fails its first `failures` saves.
     struct Flaky {
         failures: usize,
@@ -146,14 +148,14 @@ mod tests {
     }
 
     impl ProgressStore for Flaky {
-        fn load(&mut self) -> anyhow::Result<Option<ProgressRecord>> {
+        fn load(&mut self) -> Result<Option<ProgressRecord>, ProgressError> {
             Ok(None)
         }
 
-        fn save(&mut self, record: &ProgressRecord) -> anyhow::Result<()> {
+        fn save(&mut self, record: &ProgressRecord) -> Result<(), ProgressError> {
             if self.failures > 0 {
                 self.failures -= 1;
-                anyhow::bail!("cluster_block_exception");
+                return Err(ProgressError::Store("cluster_block_exception".into()));
             }
             self.saved.lock().unwrap().push(record.clone());
             Ok(())

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::contract::{on_first_worker, ChangeOutput, OpenSink, SinkError};
 use super::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
 use crate::dead_letter::DeadLetter;
-use crate::job::{dead_letters_on_first_worker, ChangeOutput, OpenSink};
 use crate::metrics::Metrics;
 
 /// The JSONL change log and dead-letter log of `eligibility run --input`, on process 0 only.
@@ -17,11 +17,11 @@ pub fn jsonl_files(
     output: &Path,
     dead_letter: &Path,
     metrics: &Arc<Metrics>,
-) -> anyhow::Result<(ChangeOutput, OpenSink<DeadLetter>)> {
+) -> Result<(ChangeOutput, OpenSink<DeadLetter>), SinkError> {
     if process != 0 {
         return Ok((
             ChangeOutput::on_first_worker("jsonl", None, Vec::new()),
-            dead_letters_on_first_worker(None),
+            on_first_worker(None),
         ));
     }
     let changes = JsonlWriter::create(output, Durability::Buffered)?;
@@ -32,6 +32,6 @@ pub fn jsonl_files(
             Some(Box::new(JsonlChangeSink::new(changes, metrics.clone()))),
             Vec::new(),
         ),
-        dead_letters_on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(letters, metrics.clone())))),
+        on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(letters, metrics.clone())))),
     ))
 }

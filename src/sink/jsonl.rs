@@ -15,14 +15,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use base64::Engine;
 use dataflows::model::{PairChange, Time};
 use serde::Serialize;
 
-use super::Sink;
+use super::contract::{Sink, SinkError};
 use crate::dead_letter::{DeadLetter, Origin};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, SinkHandles};
 
 /// When written lines count as acknowledged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,26 +45,30 @@ pub struct JsonlWriter {
 
 impl JsonlWriter {
     /// Creates (truncates) `path`, or writes to standard output for `-`.
-    pub fn create(path: &Path, durability: Durability) -> anyhow::Result<Self> {
+    pub fn create(path: &Path, durability: Durability) -> Result<Self, SinkError> {
         if path == Path::new("-") {
             return Ok(Self::new(Box::new(std::io::stdout()), None, durability));
         }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(SinkError::io(format!("create {}", parent.display())))?;
         }
-        let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-        let sync_handle = file.try_clone().context("cannot duplicate the output file handle")?;
+        let file = File::create(path).map_err(SinkError::io(format!("create {}", path.display())))?;
+        let sync_handle = file
+            .try_clone()
+            .map_err(SinkError::io("duplicate the output file handle"))?;
         Ok(Self::new(Box::new(file), Some(sync_handle), durability))
     }
 
     /// Appends to `path`, creating it if missing (a resumed job keeps its earlier lines).
-    pub fn append(path: &Path, durability: Durability) -> anyhow::Result<Self> {
+    pub fn append(path: &Path, durability: Durability) -> Result<Self, SinkError> {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .with_context(|| format!("cannot open {} for appending", path.display()))?;
-        let sync_handle = file.try_clone().context("cannot duplicate the output file handle")?;
+            .map_err(SinkError::io(format!("open {} for appending", path.display())))?;
+        let sync_handle = file
+            .try_clone()
+            .map_err(SinkError::io("duplicate the output file handle"))?;
         Ok(Self::new(Box::new(file), Some(sync_handle), durability))
     }
 
@@ -81,28 +84,30 @@ impl JsonlWriter {
         }
     }
 
-    fn write_line<T: Serialize>(&mut self, value: &T) -> anyhow::Result<()> {
+    fn write_line<T: Serialize>(&mut self, value: &T) -> Result<(), SinkError> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, value)?;
+        serde_json::to_writer(&mut self.line, value).expect("a line always serializes");
         self.line.push(b'\n');
-        self.out.write_all(&self.line).context("cannot write the output")
+        self.out
+            .write_all(&self.line)
+            .map_err(SinkError::io("write the output"))
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.written_upper = upper;
         let finished = upper.is_none();
         match self.durability {
             Durability::Buffered => {
                 if finished {
-                    self.out.flush().context("cannot flush the output")?;
+                    self.out.flush().map_err(SinkError::io("flush the output"))?;
                 }
                 Ok(upper)
             }
             Durability::Synced { interval } => {
                 if finished || self.last_sync.elapsed() >= interval {
-                    self.out.flush().context("cannot flush the output")?;
+                    self.out.flush().map_err(SinkError::io("flush the output"))?;
                     if let Some(file) = &self.file {
-                        file.sync_data().context("cannot sync the output to disk")?;
+                        file.sync_data().map_err(SinkError::io("sync the output to disk"))?;
                     }
                     self.last_sync = Instant::now();
                     match upper {
@@ -146,25 +151,28 @@ impl<'a> From<&'a PairChange> for ChangeLine<'a> {
 /// Writes pair changes as JSONL.
 pub struct JsonlChangeSink {
     writer: JsonlWriter,
-    metrics: Arc<Metrics>,
+    handles: SinkHandles,
 }
 
 impl JsonlChangeSink {
     pub fn new(writer: JsonlWriter, metrics: Arc<Metrics>) -> Self {
-        JsonlChangeSink { writer, metrics }
+        JsonlChangeSink {
+            writer,
+            handles: metrics.sink_handles("jsonl"),
+        }
     }
 }
 
 impl Sink<PairChange> for JsonlChangeSink {
-    fn write(&mut self, _time: Time, changes: &[PairChange]) -> anyhow::Result<()> {
+    fn write(&mut self, _time: Time, changes: &[PairChange]) -> Result<(), SinkError> {
         for change in changes {
             self.writer.write_line(&ChangeLine::from(change))?;
         }
-        self.metrics.record_changes(&Metrics::sink("jsonl"), changes);
+        self.handles.record_changes(changes);
         Ok(())
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.writer.flush(upper)
     }
 }
@@ -249,7 +257,7 @@ impl JsonlDeadLetterSink {
 }
 
 impl Sink<DeadLetter> for JsonlDeadLetterSink {
-    fn write(&mut self, _time: Time, letters: &[DeadLetter]) -> anyhow::Result<()> {
+    fn write(&mut self, _time: Time, letters: &[DeadLetter]) -> Result<(), SinkError> {
         for letter in letters {
             self.writer.write_line(&DeadLetterLine::from(letter))?;
         }
@@ -257,7 +265,7 @@ impl Sink<DeadLetter> for JsonlDeadLetterSink {
         Ok(())
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.writer.flush(upper)
     }
 }

@@ -9,14 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use dataflows::model::Time;
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
 use rdkafka::ClientContext;
 
+use super::contract::{Sink, SinkError};
 use super::jsonl::dead_letter_json;
-use super::Sink;
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::metrics::Metrics;
 
@@ -86,14 +85,20 @@ pub struct KafkaDeadLetterSink {
     next_retry: Instant,
 }
 
+/// The metrics label and error name of this sink.
+pub const NAME: &str = "kafka-dead-letters";
+
 impl KafkaDeadLetterSink {
-    pub fn new(config: rdkafka::ClientConfig, topic: String, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+    pub fn new(config: rdkafka::ClientConfig, topic: String, metrics: Arc<Metrics>) -> Result<Self, SinkError> {
         let deliveries = Arc::new(Mutex::new(Deliveries::default()));
         let producer = config
             .create_with_context(DeliveryContext {
                 deliveries: deliveries.clone(),
             })
-            .context("cannot create the dead-letter producer")?;
+            .map_err(|error| SinkError::Destination {
+                sink: NAME,
+                reason: format!("cannot create the producer: {error}"),
+            })?;
         Ok(KafkaDeadLetterSink {
             producer,
             topic,
@@ -104,7 +109,7 @@ impl KafkaDeadLetterSink {
         })
     }
 
-    fn send(&self, time: Time, key: Option<&[u8]>, value: &[u8], headers: OwnedHeaders) -> anyhow::Result<()> {
+    fn send(&self, time: Time, key: Option<&[u8]>, value: &[u8], headers: OwnedHeaders) -> Result<(), SinkError> {
         let mut record = BaseRecord::with_opaque_to(&self.topic, Box::new(time))
             .payload(value)
             .headers(headers);
@@ -123,7 +128,12 @@ impl KafkaDeadLetterSink {
                     self.producer.poll(Duration::from_millis(10));
                     record = returned;
                 }
-                Err((error, _)) => return Err(error).context("cannot queue a dead letter"),
+                Err((error, _)) => {
+                    return Err(SinkError::Destination {
+                        sink: NAME,
+                        reason: format!("cannot queue a dead letter: {error}"),
+                    })
+                }
             }
         }
     }
@@ -158,7 +168,7 @@ impl KafkaDeadLetterSink {
 }
 
 impl Sink<DeadLetter> for KafkaDeadLetterSink {
-    fn write(&mut self, time: Time, letters: &[DeadLetter]) -> anyhow::Result<()> {
+    fn write(&mut self, time: Time, letters: &[DeadLetter]) -> Result<(), SinkError> {
         if letters.is_empty() {
             return Ok(());
         }
@@ -182,7 +192,7 @@ impl Sink<DeadLetter> for KafkaDeadLetterSink {
         Ok(())
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.producer.poll(Duration::ZERO);
         let failed = std::mem::take(&mut self.deliveries.lock().expect("poisoned").failed);
         if !failed.is_empty() {

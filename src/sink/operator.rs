@@ -21,11 +21,9 @@ use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
 use timely::ExchangeData;
 
-use super::Sink;
+use super::contract::{Sink, SinkError};
 use crate::dead_letter::DeadLetter;
-
-/// Where a failed sink leaves its error for the worker loop to report.
-pub type ErrorSlot = std::rc::Rc<std::cell::RefCell<Option<anyhow::Error>>>;
+use crate::worker_error::{report, ErrorSlot, OperatorError};
 
 /// How often an operator with unacknowledged writes looks at its sink again.
 const RETRY_POLL: Duration = Duration::from_millis(5);
@@ -82,8 +80,7 @@ where
                         // Nothing to deliver on this worker: acknowledge as the input advances.
                         if !pending.is_empty() {
                             failed = true;
-                            let error = anyhow::anyhow!("records were routed to a worker that has no {name}");
-                            errors.borrow_mut().get_or_insert(error);
+                            report(&errors, OperatorError::new(&name, SinkError::Misrouted(name.clone())));
                             return;
                         }
                         match (upper, held.as_mut()) {
@@ -93,7 +90,7 @@ where
                         }
                         return;
                     };
-                    let outcome = (|| -> anyhow::Result<Option<Time>> {
+                    let outcome = (|| -> Result<Option<Time>, SinkError> {
                         while let Some(entry) = pending.first_entry() {
                             if upper.is_some_and(|upper| *entry.key() >= upper) {
                                 break;
@@ -132,7 +129,7 @@ where
                         }
                         Err(error) => {
                             failed = true;
-                            errors.borrow_mut().get_or_insert(error);
+                            report(&errors, OperatorError::new(&name, error));
                         }
                     }
                 }

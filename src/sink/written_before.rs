@@ -7,7 +7,7 @@
 
 use dataflows::model::Time;
 
-use super::Sink;
+use super::contract::{Sink, SinkError};
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::progress::Offsets;
 
@@ -37,7 +37,7 @@ impl SkipWrittenDeadLetters {
 }
 
 impl Sink<DeadLetter> for SkipWrittenDeadLetters {
-    fn write(&mut self, time: Time, letters: &[DeadLetter]) -> anyhow::Result<()> {
+    fn write(&mut self, time: Time, letters: &[DeadLetter]) -> Result<(), SinkError> {
         if !letters.iter().any(|letter| self.already_written(letter)) {
             return self.inner.write(time, letters);
         }
@@ -52,7 +52,7 @@ impl Sink<DeadLetter> for SkipWrittenDeadLetters {
         self.inner.write(time, &kept)
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.inner.flush(upper)
     }
 }

@@ -10,11 +10,10 @@ use std::io::{BufRead, BufReader, Cursor};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use dataflows::decode::decode_envelope;
 use dataflows::model::Time;
 
-use super::{Source, SourceFactory, SourceRecord, SourceStatus};
+use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus};
 use crate::dead_letter::{DeadLetter, Origin};
 
 /// Where the event log's bytes are.
@@ -36,10 +35,16 @@ pub struct EventLogFactory {
 }
 
 impl SourceFactory for EventLogFactory {
-    fn open(&self, worker_index: usize, peers: usize, _live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>> {
+    fn open(
+        &self,
+        worker_index: usize,
+        peers: usize,
+        _live_from: Option<Time>,
+    ) -> Result<Box<dyn Source>, SourceError> {
         let reader: Box<dyn BufRead> = match &self.input {
             EventLogInput::Path(path) => {
-                let file = File::open(path).with_context(|| format!("cannot open the event log {}", path.display()))?;
+                let file =
+                    File::open(path).map_err(SourceError::io(format!("open the event log {}", path.display())))?;
                 Box::new(BufReader::with_capacity(1 << 20, file))
             }
             EventLogInput::Bytes(bytes) => Box::new(Cursor::new(SharedBytes(bytes.clone()))),
@@ -83,9 +88,9 @@ impl EventLogSource {
     }
 
     /// Skips lines owned by other workers without copying them.
-    fn skip_line(&mut self) -> anyhow::Result<bool> {
+    fn skip_line(&mut self) -> Result<bool, SourceError> {
         loop {
-            let buffer = self.reader.fill_buf().context("cannot read the event log")?;
+            let buffer = self.reader.fill_buf().map_err(SourceError::io("read the event log"))?;
             if buffer.is_empty() {
                 return Ok(false);
             }
@@ -98,7 +103,12 @@ impl EventLogSource {
                     let length = buffer.len();
                     self.reader.consume(length);
                     // A final line without a newline still counts as a line.
-                    if self.reader.fill_buf().context("cannot read the event log")?.is_empty() {
+                    if self
+                        .reader
+                        .fill_buf()
+                        .map_err(SourceError::io("read the event log"))?
+                        .is_empty()
+                    {
                         return Ok(true);
                     }
                 }
@@ -108,7 +118,7 @@ impl EventLogSource {
 }
 
 impl Source for EventLogSource {
-    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus> {
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> Result<SourceStatus, SourceError> {
         let mut produced = 0;
         while produced < budget && !self.exhausted {
             let line_number = self.next_line;
@@ -124,7 +134,7 @@ impl Source for EventLogSource {
             let read = self
                 .reader
                 .read_until(b'\n', &mut self.line)
-                .context("cannot read the event log")?;
+                .map_err(SourceError::io("read the event log"))?;
             if read == 0 {
                 self.exhausted = true;
                 break;

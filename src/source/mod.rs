@@ -67,10 +67,42 @@ pub enum SourceStatus {
     Exhausted,
 }
 
+/// Why a source cannot go on. Temporary broker failures are waited out inside the source.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot {what}: {source}")]
+    Kafka {
+        what: String,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
+    /// A setting the source cannot work with.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl SourceError {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SourceError {
+        let what = what.into();
+        move |source| SourceError::Io { what, source }
+    }
+
+    pub fn kafka(what: impl Into<String>) -> impl FnOnce(rdkafka::error::KafkaError) -> SourceError {
+        let what = what.into();
+        move |source| SourceError::Kafka { what, source }
+    }
+}
+
 /// One worker's share of the input.
 pub trait Source {
     /// Appends up to `budget` ready records to `out`, in time order, without blocking long.
-    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus>;
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> Result<SourceStatus, SourceError>;
 
     /// The least time a record not yet returned can carry.
     fn frontier(&self) -> Time;
@@ -78,10 +110,14 @@ pub trait Source {
     /// The job polls again only once every sink has acknowledged all times below this:
     /// how far the source may run ahead of its output.
     fn backpressure_floor(&self) -> Time;
+
+    /// Every sink has acknowledged every time below `frontier` (every time, if `None`).
+    /// Told before each poll; a source may size its batches and report its backlog by it.
+    fn acknowledged(&mut self, _frontier: Option<Time>) {}
 }
 
 /// Opens each worker's source.
 pub trait SourceFactory: Send + Sync + 'static {
     /// `live_from`: for a resumed run, the first live time every worker agreed on.
-    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>>;
+    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError>;
 }

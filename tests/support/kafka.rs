@@ -297,14 +297,16 @@ listen = {listen:?}
         if let Some(index) = sinks.elasticsearch_index {
             text += &format!(
                 "\n[sinks.elasticsearch]\nurls = [{:?}]\nindex = {index:?}\nreplicas = 0\njob_id = {index:?}\n\
-                 max_actions = 300\nflush_interval_ms = 20\nretry_initial_ms = 50\nretry_max_ms = 2000\nrequest_timeout_ms = 5000\n",
+                 request_timeout_ms = 5000\nbulk = {{ max_actions = 300, flush_interval_ms = 20 }}\n\
+                 retry = {{ initial_ms = 50, max_ms = 2000 }}\n",
                 super::search::url()
             );
         }
         if let Some(url) = sinks.couchbase_url {
             text += &format!(
-                "\n[sinks.couchbase]\nurl = {url:?}\nbucket = \"eligibility\"\nmax_actions = 200\nflush_interval_ms = 20\n\
-                 retry_initial_ms = 20\nretry_max_ms = 500\nusername = \"eligibility\"\npassword_env = {COUCHBASE_PASSWORD_ENV:?}\n"
+                "\n[sinks.couchbase]\nurl = {url:?}\nbucket = \"eligibility\"\n\
+                 bulk = {{ max_actions = 200, flush_interval_ms = 20 }}\nretry = {{ initial_ms = 20, max_ms = 500 }}\n\
+                 auth = {{ username = \"eligibility\", password_env = {COUCHBASE_PASSWORD_ENV:?} }}\n"
             );
         }
         std::fs::write(path, text).unwrap();

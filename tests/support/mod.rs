@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use dataflows::model::{PairChange, Time};
 use eligibility::dead_letter::DeadLetter;
-use eligibility::sink::Sink;
+use eligibility::sink::contract::{Sink, SinkError};
 
 /// The built `eligibility` binary.
 pub fn binary() -> PathBuf {
@@ -90,13 +90,13 @@ impl<R> MemorySink<R> {
 }
 
 impl<R: Clone + Send> Sink<R> for MemorySink<R> {
-    fn write(&mut self, time: Time, records: &[R]) -> anyhow::Result<()> {
+    fn write(&mut self, time: Time, records: &[R]) -> Result<(), SinkError> {
         let mut held = self.records.lock().unwrap();
         held.extend(records.iter().cloned().map(|record| (time, record)));
         Ok(())
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         Ok(upper)
     }
 }
@@ -105,8 +105,8 @@ impl<R: Clone + Send> Sink<R> for MemorySink<R> {
 pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<PairChange>, Vec<DeadLetter>) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
-    use eligibility::job::{dead_letters_on_first_worker, ChangeOutput};
     use eligibility::metrics::Metrics;
+    use eligibility::sink::contract::{on_first_worker, ChangeOutput};
     use eligibility::source::event_log::{EventLogFactory, EventLogInput};
 
     let (changes_sink, changes) = MemorySink::<PairChange>::new();
@@ -126,11 +126,12 @@ pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<Pair
             Some(Box::new(changes_sink)),
             Vec::new(),
         )],
-        dead_letters: dead_letters_on_first_worker(Some(Box::new(letters_sink))),
+        dead_letters: on_first_worker(Some(Box::new(letters_sink))),
         metrics: Arc::new(Metrics::new()),
         live_from: None,
         progress: None,
         progress_every: None,
+        shutdown_grace: None,
     };
     job::run(job).expect("the job failed");
     let changes = changes

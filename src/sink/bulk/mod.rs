@@ -22,7 +22,8 @@
 //! write can never replace a newer value: the destination refuses the stale version, and a
 //! retry whose document was written again since is dropped before it is sent.
 
-pub mod backoff;
+pub mod output;
+pub mod settings;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
@@ -34,10 +35,10 @@ use std::time::{Duration, Instant};
 use dataflows::model::{PairChange, Time};
 use serde::Serialize;
 
-use self::backoff::Backoff;
-use super::Sink;
+use super::contract::{Sink, SinkError};
 use crate::dead_letter::DeadLetter;
-use crate::metrics::{Metrics, SinkLabels};
+use crate::metrics::{Metrics, SinkHandles};
+use crate::retry::Backoff;
 
 /// One document write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,9 +100,17 @@ pub enum ItemOutcome {
 }
 
 /// A request that failed as a whole; all its ops are retried.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RequestFailure {
-    pub reason: String,
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestFailure {
+    /// No answer: the connection failed, the request timed out, the task stopped.
+    #[error("no answer: {0}")]
+    Unanswered(String),
+    /// The whole request was refused with this HTTP status.
+    #[error("answered {status}: {body}")]
+    Status { status: u16, body: String },
+    /// An answer, but not of the form the protocol promises.
+    #[error("unreadable answer: {0}")]
+    Unreadable(String),
 }
 
 pub type RequestResult = Result<Vec<ItemOutcome>, RequestFailure>;
@@ -129,44 +138,6 @@ pub struct BulkConfig {
     pub backoff: Backoff,
 }
 
-impl BulkConfig {
-    /// From a sink's configured limits (milliseconds), each raised to at least one.
-    pub fn from_limits(
-        max_actions: usize,
-        max_bytes: usize,
-        flush_interval_ms: u64,
-        max_in_flight: usize,
-        retry_ms: (u64, u64),
-    ) -> Self {
-        let initial = retry_ms.0.max(1);
-        BulkConfig {
-            max_actions: max_actions.max(1),
-            max_bytes: max_bytes.max(1),
-            flush_interval: Duration::from_millis(flush_interval_ms),
-            max_in_flight: max_in_flight.max(1),
-            backoff: Backoff {
-                initial: Duration::from_millis(initial),
-                max: Duration::from_millis(retry_ms.1.max(initial)),
-            },
-        }
-    }
-}
-
-/// Defaults every bulk sink's configuration shares, named for serde.
-pub mod defaults {
-    pub fn flush_interval_ms() -> u64 {
-        200
-    }
-
-    pub fn retry_initial_ms() -> u64 {
-        100
-    }
-
-    pub fn retry_max_ms() -> u64 {
-        30_000
-    }
-}
-
 /// While stalled, how often one waiting document is sent early to see if the destination
 /// answers again.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
@@ -184,7 +155,7 @@ pub struct BulkSink<S: BulkService> {
     runtime: tokio::runtime::Handle,
     config: BulkConfig,
     metrics: Arc<Metrics>,
-    labels: SinkLabels,
+    handles: SinkHandles,
     buffer: VecDeque<DocumentOp>,
     buffer_bytes: usize,
     oldest_buffered: Option<Instant>,
@@ -223,7 +194,7 @@ impl<S: BulkService> BulkSink<S> {
         let (completed_tx, completed) = mpsc::channel();
         BulkSink {
             name: name.to_owned(),
-            labels: Metrics::sink(name),
+            handles: metrics.sink_handles(name),
             service,
             runtime,
             config,
@@ -274,7 +245,7 @@ impl<S: BulkService> BulkSink<S> {
         let due = Instant::now() + self.config.backoff.delay(attempt, &mut self.rng);
         self.retry_sequence += 1;
         self.retries.insert((due, self.retry_sequence), (op, attempt));
-        self.metrics.sinks.retries.get_or_create(&self.labels).inc();
+        self.handles.retries.inc();
     }
 
     fn take_completed(&mut self) {
@@ -288,12 +259,8 @@ impl<S: BulkService> BulkSink<S> {
                     }
                 }
             }
-            self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).dec();
-            self.metrics
-                .sinks
-                .request_seconds
-                .get_or_create(&self.labels)
-                .observe(elapsed.as_secs_f64());
+            self.handles.requests_in_flight.dec();
+            self.handles.request_seconds.observe(elapsed.as_secs_f64());
             let attempts: Vec<u32> = ops
                 .iter()
                 .map(|op| self.attempts.remove(&(op.id.clone(), op.version)).unwrap_or(0) + 1)
@@ -306,8 +273,8 @@ impl<S: BulkService> BulkSink<S> {
                     self.next_request_at = Instant::now() + pause;
                     self.metrics
                         .health
-                        .set_unhealthy(&self.name, format!("requests fail: {}", failure.reason));
-                    tracing::warn!(sink = %self.name, reason = %failure.reason, retry_in_ms = pause.as_millis() as u64, "bulk request failed; retrying");
+                        .set_unhealthy(&self.name, format!("requests fail: {failure}"));
+                    tracing::warn!(sink = %self.name, reason = %failure, retry_in_ms = pause.as_millis() as u64, "bulk request failed; retrying");
                     for (op, attempt) in ops.iter().cloned().zip(attempts) {
                         self.schedule_retry(op, attempt);
                     }
@@ -320,11 +287,11 @@ impl<S: BulkService> BulkSink<S> {
                         match outcome {
                             ItemOutcome::Done => {
                                 let counter = if op.body.is_some() {
-                                    &self.metrics.sinks.documents_written
+                                    &self.handles.documents_written
                                 } else {
-                                    &self.metrics.sinks.documents_deleted
+                                    &self.handles.documents_deleted
                                 };
-                                counter.get_or_create(&self.labels).inc();
+                                counter.inc();
                                 written = true;
                                 self.done(op);
                             }
@@ -336,7 +303,7 @@ impl<S: BulkService> BulkSink<S> {
                             }
                             ItemOutcome::Rejected { code, reason } => {
                                 tracing::warn!(sink = %self.name, id = %op.id, %reason, "document rejected; sent to the dead-letter output");
-                                self.metrics.sinks.documents_rejected.get_or_create(&self.labels).inc();
+                                self.handles.documents_rejected.inc();
                                 let body = op.body.clone().unwrap_or_default();
                                 self.rejected
                                     .push((op.time, DeadLetter::document(&self.name, &op.id, &code, reason, body)));
@@ -461,8 +428,8 @@ impl<S: BulkService> BulkSink<S> {
         let service = self.service.clone();
         let completed = self.completed_tx.clone();
         self.in_flight += 1;
-        self.metrics.sinks.requests.get_or_create(&self.labels).inc();
-        self.metrics.sinks.requests_in_flight.get_or_create(&self.labels).inc();
+        self.handles.requests.inc();
+        self.handles.requests_in_flight.inc();
         self.runtime.spawn(async move {
             let started = Instant::now();
             // The request runs in a task of its own, so that a panic in it still reports
@@ -471,11 +438,9 @@ impl<S: BulkService> BulkSink<S> {
                 let ops = ops.clone();
                 async move { service.send(ops).await }
             });
-            let result = request.await.unwrap_or_else(|error| {
-                Err(RequestFailure {
-                    reason: format!("the request task failed: {error}"),
-                })
-            });
+            let result = request
+                .await
+                .unwrap_or_else(|error| Err(RequestFailure::Unanswered(format!("the request task failed: {error}"))));
             let _ = completed.send(Completed {
                 ops,
                 result,
@@ -486,7 +451,7 @@ impl<S: BulkService> BulkSink<S> {
 }
 
 impl<S: BulkService> Sink<PairChange> for BulkSink<S> {
-    fn write(&mut self, time: Time, changes: &[PairChange]) -> anyhow::Result<()> {
+    fn write(&mut self, time: Time, changes: &[PairChange]) -> Result<(), SinkError> {
         if changes.is_empty() {
             return Ok(());
         }
@@ -498,11 +463,11 @@ impl<S: BulkService> Sink<PairChange> for BulkSink<S> {
             newest.1 += 1;
             self.buffer_op(op);
         }
-        self.metrics.record_changes(&self.labels, changes);
+        self.handles.record_changes(changes);
         Ok(())
     }
 
-    fn flush(&mut self, upper: Option<Time>) -> anyhow::Result<Option<Time>> {
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.take_completed();
         self.requeue_due_retries();
         self.probe();

@@ -62,9 +62,7 @@ impl BulkService for ScriptedService {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         let result = if failing {
-            Err(RequestFailure {
-                reason: "connection refused".into(),
-            })
+            Err(RequestFailure::Unanswered("connection refused".into()))
         } else {
             self.batch_sizes.lock().unwrap().push(ops.len());
             let outcomes = ops

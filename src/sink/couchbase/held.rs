@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::query::{QueryClient, QueryFailure};
 use super::statements;
-use crate::job::HeldPairs;
+use crate::sink::contract::HeldPairs;
 
 const PAGE: usize = 5_000;
 

@@ -17,14 +17,14 @@ pub mod query;
 pub mod service;
 pub mod statements;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use self::config::CouchbaseConfig;
 use self::query::QueryClient;
 use self::service::CouchbaseService;
-use crate::job::{ChangeOutput, HeldPairs, Route};
 use crate::metrics::Metrics;
-use crate::sink::bulk::BulkSink;
+use crate::sink::bulk::output::bulk_output;
+use crate::sink::contract::{ChangeOutput, HeldPairs, SinkError};
 use crate::sink::startup::until_ready;
 
 /// The health component and metrics label of this sink.
@@ -47,39 +47,20 @@ pub fn output(
     metrics: &Arc<Metrics>,
     runtime: &tokio::runtime::Handle,
     first_process: bool,
-) -> anyhow::Result<ChangeOutput> {
+) -> Result<ChangeOutput, SinkError> {
     let keyspace = config.keyspace()?;
     let client = Arc::new(QueryClient::new(config)?);
     let held: HeldPairs = if first_process {
-        runtime.block_on(until_ready(NAME, "read what the collection holds", metrics, || {
-            read_held(&client, &keyspace, config)
-        }))?
+        let held = runtime
+            .block_on(until_ready(NAME, "read what the collection holds", metrics, || {
+                read_held(&client, &keyspace, config)
+            }))
+            .map_err(|error| SinkError::unavailable(NAME, error))?;
+        tracing::info!(pairs = held.len(), %keyspace, "the collection holds these pairs");
+        held
     } else {
         Vec::new()
     };
-    if first_process {
-        tracing::info!(pairs = held.len(), %keyspace, "the collection holds these pairs");
-        metrics
-            .pairs_live
-            .get_or_create(&Metrics::sink(NAME))
-            .inc_by(held.len() as i64);
-    }
-    let service = Arc::new(CouchbaseService { client, keyspace });
-    let bulk = config.bulk();
-    let metrics = metrics.clone();
-    let runtime = runtime.clone();
-    Ok(ChangeOutput {
-        name: NAME.to_owned(),
-        route: Route::ByPair,
-        open: Box::new(move |_worker| {
-            Ok(Some(Box::new(BulkSink::new(
-                NAME,
-                service.clone(),
-                runtime.clone(),
-                bulk.clone(),
-                metrics.clone(),
-            )) as _))
-        }),
-        held: Mutex::new(Some(held)),
-    })
+    let service = CouchbaseService { client, keyspace };
+    Ok(bulk_output(NAME, service, held, config.bulk(), metrics, runtime))
 }

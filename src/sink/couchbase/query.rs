@@ -24,11 +24,13 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::config::CouchbaseConfig;
+use super::config::{CouchbaseConfig, SECTION};
+use crate::sink::auth::Credentials;
+use crate::sink::contract::SinkError;
+use crate::sink::tls::Trust;
 
 /// One problem the Query service reported.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -104,30 +106,31 @@ pub struct QueryClient {
 }
 
 impl QueryClient {
-    pub fn new(config: &CouchbaseConfig) -> anyhow::Result<Self> {
+    pub fn new(config: &CouchbaseConfig) -> Result<Self, SinkError> {
         let timeout = Duration::from_millis(config.timeout_ms);
         let mut builder = reqwest::Client::builder()
             .timeout(timeout + Duration::from_secs(5))
             .no_proxy();
-        if config.insecure_skip_verify {
-            builder = builder.danger_accept_invalid_certs(true);
-        } else if let Some(path) = &config.ca_certificate {
-            let pem =
-                std::fs::read(path).with_context(|| format!("cannot read the CA certificate {}", path.display()))?;
-            builder = builder
-                .add_root_certificate(reqwest::Certificate::from_pem(&pem).context("the CA certificate is not PEM")?);
-        }
-        let credentials = match (&config.username, &config.password_env) {
-            (Some(user), Some(variable)) => {
-                let password = std::env::var(variable)
-                    .with_context(|| format!("sinks.couchbase.password_env: {variable} is not set"))?;
-                Some((user.clone(), password))
+        builder = match config.client.tls.trust()? {
+            Trust::System => builder,
+            Trust::Any => builder.danger_accept_invalid_certs(true),
+            Trust::Ca(pem) => builder.add_root_certificate(
+                reqwest::Certificate::from_pem(&pem).map_err(|error| SinkError::Config(error.to_string()))?,
+            ),
+        };
+        let credentials = match config.client.auth.credentials(SECTION)? {
+            None => None,
+            Some(Credentials::Basic { username, password }) => Some((username, password)),
+            Some(Credentials::ApiKey(_)) => {
+                return Err(SinkError::Config(format!(
+                    "{SECTION}.auth.api_key_env: the Query service takes a user and password"
+                )))
             }
-            (Some(_), None) => anyhow::bail!("sinks.couchbase.username is set but password_env is not"),
-            (None, _) => None,
         };
         Ok(QueryClient {
-            http: builder.build().context("cannot build the Couchbase HTTP client")?,
+            http: builder
+                .build()
+                .map_err(|error| SinkError::Config(format!("cannot build the Couchbase HTTP client: {error}")))?,
             url: format!("{}/query/service", config.url.trim_end_matches('/')),
             credentials,
             timeout,

@@ -89,7 +89,7 @@ impl BulkService for CouchbaseService {
                     && group.len() == ops.len()
                 {
                     if let Some(ItemOutcome::Retry { reason, .. }) = results.first() {
-                        return Err(RequestFailure { reason: reason.clone() });
+                        return Err(RequestFailure::Unanswered(reason.clone()));
                     }
                 }
                 for ((index, _), outcome) in group.iter().zip(results) {

@@ -2,49 +2,45 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-use elasticsearch::auth::Credentials;
+use elasticsearch::auth::Credentials as EsCredentials;
 use elasticsearch::cert::{Certificate, CertificateValidation};
 use elasticsearch::http::transport::{MultiNodeConnectionPool, SingleNodeConnectionPool, TransportBuilder};
 use elasticsearch::http::Url;
 use elasticsearch::Elasticsearch;
 
-use super::config::ElasticsearchConfig;
+use super::config::{ElasticsearchConfig, SECTION};
+use crate::sink::auth::Credentials;
+use crate::sink::contract::SinkError;
+use crate::sink::tls::Trust;
 
-pub fn connect(config: &ElasticsearchConfig) -> anyhow::Result<Elasticsearch> {
+pub fn connect(config: &ElasticsearchConfig) -> Result<Elasticsearch, SinkError> {
     let urls = config
         .urls
         .iter()
-        .map(|url| Url::parse(url).with_context(|| format!("sinks.elasticsearch.urls: {url:?} is not a URL")))
-        .collect::<anyhow::Result<Vec<Url>>>()?;
+        .map(|url| Url::parse(url).map_err(|_| SinkError::Config(format!("{SECTION}.urls: {url:?} is not a URL"))))
+        .collect::<Result<Vec<Url>, SinkError>>()?;
     let mut builder = match urls.len() {
-        0 => bail!("sinks.elasticsearch.urls is empty"),
+        0 => return Err(SinkError::Config(format!("{SECTION}.urls is empty"))),
         1 => TransportBuilder::new(SingleNodeConnectionPool::new(urls[0].clone())),
         _ => TransportBuilder::new(MultiNodeConnectionPool::round_robin(urls, None)),
     };
     builder = builder
         .timeout(Duration::from_millis(config.request_timeout_ms))
         .disable_proxy();
-    if let Some(variable) = &config.api_key_env {
-        let key = std::env::var(variable)
-            .with_context(|| format!("sinks.elasticsearch.api_key_env: {variable} is not set"))?;
-        builder = builder.auth(Credentials::EncodedApiKey(key));
-    } else if let Some(username) = &config.username {
-        let password = match &config.password_env {
-            Some(variable) => std::env::var(variable)
-                .with_context(|| format!("sinks.elasticsearch.password_env: {variable} is not set"))?,
-            None => bail!("sinks.elasticsearch.username is set but password_env is not"),
-        };
-        builder = builder.auth(Credentials::Basic(username.clone(), password));
-    }
-    if config.insecure_skip_verify {
-        builder = builder.cert_validation(CertificateValidation::None);
-    } else if let Some(path) = &config.ca_certificate {
-        let pem = std::fs::read(path).with_context(|| format!("cannot read the CA certificate {}", path.display()))?;
-        let certificate = Certificate::from_pem(&pem).context("the CA certificate is not PEM")?;
-        builder = builder.cert_validation(CertificateValidation::Full(certificate));
-    }
-    Ok(Elasticsearch::new(
-        builder.build().context("cannot build the Elasticsearch client")?,
-    ))
+    builder = match config.client.auth.credentials(SECTION)? {
+        None => builder,
+        Some(Credentials::ApiKey(key)) => builder.auth(EsCredentials::EncodedApiKey(key)),
+        Some(Credentials::Basic { username, password }) => builder.auth(EsCredentials::Basic(username, password)),
+    };
+    builder = match config.client.tls.trust()? {
+        Trust::System => builder,
+        Trust::Any => builder.cert_validation(CertificateValidation::None),
+        Trust::Ca(pem) => builder.cert_validation(CertificateValidation::Full(
+            Certificate::from_pem(&pem).map_err(|error| SinkError::Config(error.to_string()))?,
+        )),
+    };
+    let transport = builder
+        .build()
+        .map_err(|error| SinkError::Config(format!("cannot build the Elasticsearch client: {error}")))?;
+    Ok(Elasticsearch::new(transport))
 }

@@ -1,13 +1,17 @@
 //! `[sinks.elasticsearch]`: where the pairs index lives and how to write to it.
 
-use std::path::PathBuf;
-
 use serde::Deserialize;
 
-use crate::sink::bulk::{defaults, BulkConfig};
+use crate::sink::bulk::settings::{BulkClientConfig, BulkDefaults, UnknownKeys};
+use crate::sink::bulk::BulkConfig;
+
+/// The table's name, for errors.
+pub const SECTION: &str = "sinks.elasticsearch";
+
+/// Batching defaults: `_bulk` requests of at most 1,000 documents (5 MiB), four in flight.
+pub const BULK_DEFAULTS: BulkDefaults = BulkDefaults::new(1_000, 5, 4);
 
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ElasticsearchConfig {
     /// Node URLs; requests go round-robin over them.
     #[serde(default = "default_urls")]
@@ -27,38 +31,14 @@ pub struct ElasticsearchConfig {
     /// The progress document's id: one per job writing to the same cluster.
     #[serde(default = "default_job_id")]
     pub job_id: String,
-    /// A bulk request carries at most this many documents…
-    #[serde(default = "default_max_actions")]
-    pub max_actions: usize,
-    /// …and at most this many bytes.
-    #[serde(default = "default_max_bytes")]
-    pub max_bytes: usize,
-    /// A document waits at most this long (ms) for its bulk request to fill up.
-    #[serde(default = "defaults::flush_interval_ms")]
-    pub flush_interval_ms: u64,
-    /// Bulk requests in flight at once, per worker.
-    #[serde(default = "default_max_in_flight")]
-    pub max_in_flight: usize,
-    /// First retry delay (ms); doubling, with jitter.
-    #[serde(default = "defaults::retry_initial_ms")]
-    pub retry_initial_ms: u64,
-    /// Longest retry delay (ms).
-    #[serde(default = "defaults::retry_max_ms")]
-    pub retry_max_ms: u64,
     /// Timeout of one request (ms).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
-    /// Basic authentication user; the password comes from `password_env`.
-    pub username: Option<String>,
-    /// Environment variable holding the password.
-    pub password_env: Option<String>,
-    /// Environment variable holding an API key (the base64 `id:key` form).
-    pub api_key_env: Option<String>,
-    /// PEM file of the CA that signed the nodes' certificates (HTTPS).
-    pub ca_certificate: Option<PathBuf>,
-    /// Accept any certificate (development only).
-    #[serde(default)]
-    pub insecure_skip_verify: bool,
+    /// `bulk`, `retry`, `tls` and `auth`, as every bulk sink has them.
+    #[serde(flatten)]
+    pub client: BulkClientConfig,
+    #[serde(flatten)]
+    pub unknown: UnknownKeys,
 }
 
 fn default_urls() -> Vec<String> {
@@ -79,15 +59,6 @@ fn default_progress_index() -> String {
 fn default_job_id() -> String {
     "eligibility".into()
 }
-fn default_max_actions() -> usize {
-    1_000
-}
-fn default_max_bytes() -> usize {
-    5 * 1024 * 1024
-}
-fn default_max_in_flight() -> usize {
-    4
-}
 fn default_request_timeout_ms() -> u64 {
     30_000
 }
@@ -102,12 +73,6 @@ impl ElasticsearchConfig {
     }
 
     pub fn bulk(&self) -> BulkConfig {
-        BulkConfig::from_limits(
-            self.max_actions,
-            self.max_bytes,
-            self.flush_interval_ms,
-            self.max_in_flight,
-            (self.retry_initial_ms, self.retry_max_ms),
-        )
+        self.client.bulk.resolve(BULK_DEFAULTS, &self.client.retry)
     }
 }

@@ -10,7 +10,7 @@ use elasticsearch::{ClearScrollParts, Elasticsearch, ScrollParts, SearchParts};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::job::HeldPairs;
+use crate::sink::contract::HeldPairs;
 
 #[derive(Deserialize)]
 struct PairSource {

@@ -15,13 +15,13 @@ pub mod index;
 pub mod progress;
 pub mod service;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use self::config::ElasticsearchConfig;
 use self::service::ElasticsearchService;
-use crate::job::{ChangeOutput, HeldPairs, Route};
 use crate::metrics::Metrics;
-use crate::sink::bulk::BulkSink;
+use crate::sink::bulk::output::bulk_output;
+use crate::sink::contract::{ChangeOutput, HeldPairs, SinkError};
 use crate::sink::startup::until_ready;
 
 /// The health component and metrics label of this sink.
@@ -48,42 +48,26 @@ pub fn output(
     metrics: &Arc<Metrics>,
     runtime: &tokio::runtime::Handle,
     first_process: bool,
-) -> anyhow::Result<(ChangeOutput, u64)> {
+) -> Result<(ChangeOutput, u64), SinkError> {
     let client = client::connect(config)?;
-    runtime.block_on(prepare(&client, config, metrics))?;
+    runtime
+        .block_on(prepare(&client, config, metrics))
+        .map_err(|error| SinkError::unavailable(NAME, error))?;
     let (held, max_version): (HeldPairs, u64) = if first_process {
-        let (held, max_version) = runtime.block_on(until_ready(NAME, "read what the index holds", metrics, || {
-            held::held_pairs(&client, &config.index)
-        }))?;
+        let (held, max_version) = runtime
+            .block_on(until_ready(NAME, "read what the index holds", metrics, || {
+                held::held_pairs(&client, &config.index)
+            }))
+            .map_err(|error| SinkError::unavailable(NAME, error))?;
         tracing::info!(pairs = held.len(), index = %config.index, "the index holds these pairs");
-        metrics
-            .pairs_live
-            .get_or_create(&Metrics::sink(NAME))
-            .inc_by(held.len() as i64);
         (held, max_version)
     } else {
         (Vec::new(), 0)
     };
-    let service = Arc::new(ElasticsearchService {
+    let service = ElasticsearchService {
         client,
         index: config.index.clone(),
-    });
-    let bulk = config.bulk();
-    let metrics = metrics.clone();
-    let runtime = runtime.clone();
-    let output = ChangeOutput {
-        name: NAME.to_owned(),
-        route: Route::ByPair,
-        open: Box::new(move |_worker| {
-            Ok(Some(Box::new(BulkSink::new(
-                NAME,
-                service.clone(),
-                runtime.clone(),
-                bulk.clone(),
-                metrics.clone(),
-            )) as _))
-        }),
-        held: Mutex::new(Some(held)),
     };
+    let output = bulk_output(NAME, service, held, config.bulk(), metrics, runtime);
     Ok((output, max_version))
 }

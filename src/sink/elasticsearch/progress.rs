@@ -14,7 +14,8 @@ use super::config::ElasticsearchConfig;
 use super::index::ensure_index;
 use super::NAME;
 use crate::metrics::Metrics;
-use crate::progress::{ProgressRecord, ProgressStore};
+use crate::progress::{ProgressError, ProgressRecord, ProgressStore};
+use crate::sink::contract::SinkError;
 use crate::sink::startup::until_ready;
 
 pub struct ElasticsearchProgressStore {
@@ -33,7 +34,7 @@ impl ElasticsearchProgressStore {
         config: &ElasticsearchConfig,
         runtime: tokio::runtime::Handle,
         metrics: Arc<Metrics>,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, SinkError> {
         Ok(ElasticsearchProgressStore {
             client: super::client::connect(config)?,
             index: config.progress_index.clone(),
@@ -46,7 +47,7 @@ impl ElasticsearchProgressStore {
 
     /// Creates the progress index if missing, waiting for the node as long as it takes
     /// (like the broker), with the reason on `/health`.
-    pub async fn ensure_index(&self) -> anyhow::Result<()> {
+    pub async fn ensure_index(&self) -> Result<(), ProgressError> {
         // The record is read by id only: nothing in it needs indexing.
         let body = json!({
             "settings": {"number_of_shards": 1, "number_of_replicas": self.replicas},
@@ -55,7 +56,8 @@ impl ElasticsearchProgressStore {
         until_ready(NAME, "prepare the progress index", &self.metrics, || {
             ensure_index(&self.client, &self.index, body.clone())
         })
-        .await?;
+        .await
+        .map_err(|error| ProgressError::Store(format!("{error:#}")))?;
         Ok(())
     }
 
@@ -81,24 +83,26 @@ impl ElasticsearchProgressStore {
 }
 
 impl ProgressStore for ElasticsearchProgressStore {
-    fn load(&mut self) -> anyhow::Result<Option<ProgressRecord>> {
+    fn load(&mut self) -> Result<Option<ProgressRecord>, ProgressError> {
         let document = self
             .runtime
             .block_on(until_ready(NAME, "read the progress record", &self.metrics, || {
                 self.fetch()
-            }))?;
+            }))
+            .map_err(|error| ProgressError::Store(format!("{error:#}")))?;
+        let place = || format!("{}/{}", self.index, self.id);
         // A record that does not parse is not an outage: stop and say so.
         document
             .map(|document| {
                 let record = document["_source"]["record"]
                     .as_str()
-                    .context("the progress document has no record")?;
-                ProgressRecord::from_json(record)
+                    .ok_or_else(|| ProgressError::Store(format!("the progress document {} has no record", place())))?;
+                ProgressRecord::from_json(record).map_err(|source| ProgressError::Corrupt { place: place(), source })
             })
             .transpose()
     }
 
-    fn save(&mut self, record: &ProgressRecord) -> anyhow::Result<()> {
+    fn save(&mut self, record: &ProgressRecord) -> Result<(), ProgressError> {
         self.runtime.block_on(async {
             let response = self
                 .client
@@ -106,12 +110,12 @@ impl ProgressStore for ElasticsearchProgressStore {
                 .body(json!({"record": record.to_json()}))
                 .send()
                 .await
-                .context("cannot save the progress record")?;
+                .map_err(|error| ProgressError::Store(format!("cannot save the progress record: {error}")))?;
             if !response.status_code().is_success() {
-                bail!(
+                return Err(ProgressError::Store(format!(
                     "cannot save the progress record: {}",
                     response.text().await.unwrap_or_default()
-                );
+                )));
             }
             Ok(())
         })

@@ -148,30 +148,30 @@ async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[DocumentOp]) -> R
         .body(lines)
         .send()
         .await
-        .map_err(|error| RequestFailure {
-            reason: error.to_string(),
-        })?;
+        .map_err(|error| RequestFailure::Unanswered(error.to_string()))?;
     let status = response.status_code();
     if status != StatusCode::OK {
         let text = response.text().await.unwrap_or_default();
         let text: String = text.chars().take(500).collect();
-        return Err(RequestFailure {
-            reason: format!("bulk request answered {status}: {text}"),
+        return Err(RequestFailure::Status {
+            status: status.as_u16(),
+            body: text,
         });
     }
-    let body: Value = response.json().await.map_err(|error| RequestFailure {
-        reason: format!("unreadable bulk answer: {error}"),
-    })?;
+    let body: Value = response
+        .json()
+        .await
+        .map_err(|error| RequestFailure::Unreadable(error.to_string()))?;
     let items = body
         .get("items")
         .and_then(Value::as_array)
-        .ok_or_else(|| RequestFailure {
-            reason: "bulk answer without items".into(),
-        })?;
+        .ok_or_else(|| RequestFailure::Unreadable("bulk answer without items".into()))?;
     if items.len() != ops.len() {
-        return Err(RequestFailure {
-            reason: format!("bulk answer has {} items for {} operations", items.len(), ops.len()),
-        });
+        return Err(RequestFailure::Unreadable(format!(
+            "bulk answer has {} items for {} operations",
+            items.len(),
+            ops.len()
+        )));
     }
     Ok(ops.iter().zip(items).map(|(op, item)| item_outcome(op, item)).collect())
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use rdkafka::ClientConfig;
 
-use crate::config::KafkaConfig;
+use super::config::KafkaConfig;
 
 fn build(
     kafka: &KafkaConfig,

@@ -62,11 +62,28 @@ impl ChunkClock {
     }
 }
 
-/// Groups live records into batches by size and delay, one logical time each.
+/// How live records are grouped into batches (`[batching]`).
+#[derive(Clone, Copy, Debug)]
+pub struct BatchPolicy {
+    /// A batch closes at this size while the sinks keep up…
+    pub max_records: u64,
+    /// …and grows to this size while an earlier batch still waits for them.
+    pub max_records_behind: u64,
+    /// A batch closes once this old, or once nothing more is ready…
+    pub max_delay: Duration,
+    /// …but no sooner than this after the previous batch closed.
+    pub min_interval: Duration,
+}
+
+/// Groups live records into batches, one logical time each: by size and delay while the
+/// sinks keep up; while an earlier batch still waits for them (`behind`), a batch stays
+/// open and grows, so a backlog forms fewer, larger times and fewer intermediate states.
 #[derive(Debug)]
 pub struct BatchClock {
-    max_records: u64,
-    max_delay: Duration,
+    policy: BatchPolicy,
+    /// When the last batch closed: batches close at most once per `min_interval`, so a
+    /// steady trickle pays the per-batch cost a bounded number of times a second.
+    last_closed: Option<Instant>,
     /// The least time the next batch may have.
     next: Time,
     open: Option<OpenBatch>,
@@ -81,10 +98,14 @@ struct OpenBatch {
 
 impl BatchClock {
     /// `not_before`: a lower bound on every time it hands out (the last committed time + 1).
-    pub fn new(max_records: u64, max_delay: Duration, not_before: Time) -> Self {
+    pub fn new(policy: BatchPolicy, not_before: Time) -> Self {
         BatchClock {
-            max_records: max_records.max(1),
-            max_delay,
+            policy: BatchPolicy {
+                max_records: policy.max_records.max(1),
+                max_records_behind: policy.max_records_behind.max(policy.max_records).max(1),
+                ..policy
+            },
+            last_closed: None,
             next: not_before.max(LIVE_TIME_BASE),
             open: None,
         }
@@ -92,7 +113,11 @@ impl BatchClock {
 
     /// The time of a record read at `now` (wall clock `wall`): the open batch's, or a new
     /// batch's. A batch that reaches its size closes after this record.
-    pub fn time_for_record(&mut self, now: Instant, wall: Time) -> Time {
+    pub fn time_for_record(&mut self, now: Instant, wall: Time, behind: bool) -> Time {
+        let size = match self.grows(behind) {
+            true => self.policy.max_records_behind,
+            false => self.policy.max_records,
+        };
         let batch = self.open.get_or_insert_with(|| OpenBatch {
             time: self.next.max(wall),
             opened: now,
@@ -100,29 +125,40 @@ impl BatchClock {
         });
         batch.records += 1;
         let time = batch.time;
-        if batch.records >= self.max_records {
-            self.close();
+        if batch.records >= size {
+            self.close(now);
         }
         time
     }
 
-    /// Closes the open batch if it is old enough, or if nothing more is ready (`idle`).
-    /// Returns the time of the batch it closed.
-    pub fn tick(&mut self, now: Instant, idle: bool) -> Option<Time> {
-        let due = self
-            .open
-            .as_ref()
-            .is_some_and(|batch| idle || now.duration_since(batch.opened) >= self.max_delay);
+    /// Closes the open batch, unless the sinks are `behind`, if it is full (it grew while
+    /// they were) or, spaced by `min_interval`, old enough or with nothing more ready
+    /// (`idle`). Returns the time of the batch it closed.
+    pub fn tick(&mut self, now: Instant, idle: bool, behind: bool) -> Option<Time> {
+        let batch = self.open.as_ref()?;
+        let spaced = self
+            .last_closed
+            .is_none_or(|closed| now.duration_since(closed) >= self.policy.min_interval);
+        let due = !self.grows(behind)
+            && (batch.records >= self.policy.max_records
+                || (spaced && (idle || now.duration_since(batch.opened) >= self.policy.max_delay)));
         if due {
-            self.close()
+            self.close(now)
         } else {
             None
         }
     }
 
-    fn close(&mut self) -> Option<Time> {
+    /// Whether the open batch grows: the sinks are behind, and growing is on
+    /// (`max_records_behind` above `max_records`).
+    fn grows(&self, behind: bool) -> bool {
+        behind && self.policy.max_records_behind > self.policy.max_records
+    }
+
+    fn close(&mut self, now: Instant) -> Option<Time> {
         let batch = self.open.take()?;
         self.next = batch.time + 1;
+        self.last_closed = Some(now);
         Some(batch.time)
     }
 
@@ -134,7 +170,7 @@ impl BatchClock {
         match &self.open {
             Some(batch) => batch.time,
             None => {
-                let step = (self.max_delay.as_millis() as Time).max(1);
+                let step = (self.policy.max_delay.as_millis() as Time).max(1);
                 self.next.max(wall - wall.saturating_sub(LIVE_TIME_BASE) % step)
             }
         }
@@ -171,33 +207,94 @@ mod tests {
         assert_eq!(clock.frontier(), 3, "a full chunk is complete");
     }
 
+    /// Batches of `max_records` (`behind`: `max_records_behind`), a 100 ms delay, spaced
+    /// by `min_interval_ms`.
+    fn policy(max_records: u64, max_records_behind: u64, min_interval_ms: u64) -> BatchPolicy {
+        BatchPolicy {
+            max_records,
+            max_records_behind,
+            max_delay: Duration::from_millis(100),
+            min_interval: Duration::from_millis(min_interval_ms),
+        }
+    }
+
+    #[test]
+    fn behind_the_sinks_a_batch_grows_and_closes_once_they_catch_up() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_000;
+        let mut clock = BatchClock::new(policy(2, 5, 0), 0);
+        // Behind: neither size nor delay nor idleness closes it, up to the larger size.
+        for _ in 0..4 {
+            assert_eq!(clock.time_for_record(start, wall, true), wall);
+        }
+        assert_eq!(clock.tick(start + Duration::from_secs(5), true, true), None);
+        assert!(clock.is_open());
+        // Caught up: a batch past the usual size closes at once.
+        assert_eq!(clock.tick(start, false, false), Some(wall));
+        // Behind again: the larger size still closes it.
+        for _ in 0..4 {
+            clock.time_for_record(start, wall, true);
+        }
+        assert!(clock.is_open());
+        assert_eq!(clock.time_for_record(start, wall, true), wall + 1);
+        assert!(!clock.is_open());
+        // Growing off (`max_records_behind` = `max_records`): behind changes nothing.
+        let mut fixed = BatchClock::new(policy(2, 2, 0), 0);
+        fixed.time_for_record(start, wall, true);
+        assert_eq!(fixed.tick(start, true, true), Some(wall), "idle closes it");
+        fixed.time_for_record(start, wall, true);
+        fixed.time_for_record(start, wall, true);
+        assert!(!fixed.is_open(), "the usual size closes it");
+    }
+
+    #[test]
+    fn a_steady_trickle_closes_at_most_once_per_min_interval() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_000;
+        let mut clock = BatchClock::new(policy(100, 100, 50), 0);
+        // The first batch closes when idle: nothing closed before it.
+        clock.time_for_record(start, wall, false);
+        assert_eq!(clock.tick(start, true, false), Some(wall));
+        // The next, 10 ms later, waits out the interval though idle…
+        let later = start + Duration::from_millis(10);
+        clock.time_for_record(later, wall + 10, false);
+        assert_eq!(clock.tick(later, true, false), None);
+        assert_eq!(clock.tick(start + Duration::from_millis(49), true, false), None);
+        // …and closes once it has passed.
+        assert_eq!(clock.tick(start + Duration::from_millis(50), true, false), Some(wall + 10));
+        // A lone record long after the last batch closes at once: quiet streams pay nothing.
+        let much_later = start + Duration::from_secs(3);
+        clock.time_for_record(much_later, wall + 3_000, false);
+        assert_eq!(clock.tick(much_later, true, false), Some(wall + 3_000));
+    }
+
     #[test]
     fn batches_close_by_size_delay_or_idleness_and_times_only_grow() {
         let start = Instant::now();
         let wall = LIVE_TIME_BASE + 1_000;
-        let mut clock = BatchClock::new(3, Duration::from_millis(100), 0);
+        let mut clock = BatchClock::new(policy(3, 3, 0), 0);
         assert_eq!(clock.frontier(wall), wall);
         // Size: the third record closes the batch; the next record opens a later one.
-        assert_eq!(clock.time_for_record(start, wall), wall);
-        assert_eq!(clock.time_for_record(start, wall), wall);
-        assert_eq!(clock.time_for_record(start, wall), wall);
+        assert_eq!(clock.time_for_record(start, wall, false), wall);
+        assert_eq!(clock.time_for_record(start, wall, false), wall);
+        assert_eq!(clock.time_for_record(start, wall, false), wall);
         assert!(!clock.is_open());
         assert_eq!(
-            clock.time_for_record(start, wall),
+            clock.time_for_record(start, wall, false),
             wall + 1,
             "same millisecond, next time"
         );
         // Delay: not yet, then yes.
-        assert_eq!(clock.tick(start + Duration::from_millis(50), false), None);
-        assert_eq!(clock.tick(start + Duration::from_millis(100), false), Some(wall + 1));
+        assert_eq!(clock.tick(start + Duration::from_millis(50), false, false), None);
+        assert_eq!(clock.tick(start + Duration::from_millis(100), false, false), Some(wall + 1));
         // Idle: closes at once.
-        assert_eq!(clock.time_for_record(start, wall + 500), wall + 500);
+        assert_eq!(clock.time_for_record(start, wall + 500, false), wall + 500);
         assert_eq!(
             clock.frontier(wall + 600),
             wall + 500,
             "an open batch holds the frontier"
         );
-        assert_eq!(clock.tick(start, true), Some(wall + 500));
+        assert_eq!(clock.tick(start, true, false), Some(wall + 500));
         assert_eq!(
             clock.frontier(wall + 600),
             wall + 600,
@@ -205,19 +302,19 @@ mod tests {
         );
         assert_eq!(clock.frontier(wall + 650), wall + 600, "in steps of the batch delay");
         // A wall clock that went backwards never makes times go back.
-        assert_eq!(clock.time_for_record(start, wall), wall + 501);
+        assert_eq!(clock.time_for_record(start, wall, false), wall + 501);
         // An empty batch waits for the open one; then it takes a time of its own.
         assert_eq!(clock.empty_batch(wall + 502), None);
-        assert_eq!(clock.tick(start, true), Some(wall + 501));
+        assert_eq!(clock.tick(start, true, false), Some(wall + 501));
         assert_eq!(clock.empty_batch(wall + 400), Some(wall + 502));
         assert_eq!(clock.frontier(wall + 400), wall + 503);
     }
 
     #[test]
     fn live_times_start_above_the_last_committed_time() {
-        let mut clock = BatchClock::new(10, Duration::from_millis(10), LIVE_TIME_BASE + 5_000);
+        let mut clock = BatchClock::new(policy(10, 10, 0), LIVE_TIME_BASE + 5_000);
         assert_eq!(
-            clock.time_for_record(Instant::now(), LIVE_TIME_BASE + 10),
+            clock.time_for_record(Instant::now(), LIVE_TIME_BASE + 10, false),
             LIVE_TIME_BASE + 5_000
         );
         assert!(live_time_now() > LIVE_TIME_BASE + 1_700_000_000_000);

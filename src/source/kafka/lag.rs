@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
-use super::SourceContext;
+use super::backlog::{unix_millis, SharedBacklog};
+use super::context::SourceContext;
 use crate::metrics::Metrics;
 
 /// How often the high watermarks are fetched.
@@ -23,6 +24,7 @@ pub struct Watched {
     pub topic: String,
     pub partition: i32,
     pub position: Arc<AtomicI64>,
+    pub backlog: Arc<SharedBacklog>,
 }
 
 /// Stops the watcher when dropped (with the source).
@@ -58,16 +60,32 @@ fn watch(consumer: &BaseConsumer<SourceContext>, watched: &[Watched], metrics: &
             // While the broker is unreachable the last known lag stays: it is not known to be 0.
             match consumer.fetch_watermarks(&partition.topic, partition.partition, LAG_INTERVAL) {
                 Ok((_low, high)) => {
+                    let labels = Metrics::partition(&partition.topic, partition.partition);
                     let position = partition.position.load(Ordering::Relaxed);
+                    metrics.consumer_lag.get_or_create(&labels).set((high - position).max(0));
+                    let acknowledged = partition.backlog.acknowledged_offset.load(Ordering::Relaxed);
                     metrics
-                        .consumer_lag
-                        .get_or_create(&Metrics::partition(&partition.topic, partition.partition))
-                        .set((high - position).max(0));
+                        .records_unacknowledged
+                        .get_or_create(&labels)
+                        .set((high - acknowledged).max(0));
                 }
                 Err(error) => {
                     tracing::debug!(topic = %partition.topic, partition = partition.partition, %error, "cannot fetch the high watermark")
                 }
             }
+        }
+        // The age of the oldest waiting record needs no broker.
+        let now = unix_millis();
+        for partition in watched {
+            let oldest = partition.backlog.oldest_read_unix_ms.load(Ordering::Relaxed);
+            let age = match oldest {
+                0 => 0.0,
+                read => now.saturating_sub(read) as f64 / 1000.0,
+            };
+            metrics
+                .oldest_unacknowledged_seconds
+                .get_or_create(&Metrics::partition(&partition.topic, partition.partition))
+                .set(age);
         }
         // Sleep in short steps so that a stopped source does not keep the thread long.
         let mut slept = Duration::ZERO;

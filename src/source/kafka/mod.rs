@@ -16,40 +16,41 @@
 //! have acknowledged that batch.
 
 pub mod assignment;
+pub mod backlog;
 pub mod client;
 pub mod clock;
+pub mod config;
+pub mod context;
 pub mod lag;
 pub mod start;
 pub mod topics;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use dataflows::decode::decode_message;
 use dataflows::model::Time;
+use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::base_consumer::PartitionQueue;
-use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
-use rdkafka::statistics::Statistics;
-use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use rdkafka::{Offset, TopicPartitionList};
 
 use self::assignment::{partitions_of, PartitionId};
+use self::backlog::{unix_millis, PartitionBacklog};
 use self::clock::{live_time_now, BatchClock, ChunkClock, LIVE_TIME_BASE};
+use self::config::{BatchingConfig, KafkaConfig};
+pub use self::context::HEALTH_COMPONENT;
+use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
 use self::start::{PartitionStart, StartPlan};
-use super::{Source, SourceFactory, SourceRecord, SourceStatus};
-use crate::config::{BatchingConfig, KafkaConfig};
+use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus};
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::metrics::Metrics;
 use crate::progress::Checkpoint;
-
-/// The health component name of the source.
-pub const HEALTH_COMPONENT: &str = "kafka";
 
 /// Opens each worker's share of the partitions.
 pub struct KafkaSourceFactory {
@@ -62,7 +63,7 @@ pub struct KafkaSourceFactory {
 }
 
 impl SourceFactory for KafkaSourceFactory {
-    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> anyhow::Result<Box<dyn Source>> {
+    fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError> {
         let all: Vec<PartitionId> = self.plan.partitions.iter().map(|start| start.id.clone()).collect();
         let owned: Vec<PartitionStart> = partitions_of(&all, worker_index, peers)
             .into_iter()
@@ -81,22 +82,38 @@ impl SourceFactory for KafkaSourceFactory {
         let consumer: Arc<BaseConsumer<SourceContext>> = Arc::new(
             client::consumer_config(&self.kafka, &properties, &client_id)
                 .create_with_context(context)
-                .context("cannot create the Kafka consumer")?,
+                .map_err(SourceError::kafka("create the Kafka consumer"))?,
         );
         let mut assignment = TopicPartitionList::new();
         for start in &owned {
-            assignment.add_partition_offset(&start.id.topic, start.id.partition, Offset::Beginning)?;
+            assignment
+                .add_partition_offset(&start.id.topic, start.id.partition, Offset::Beginning)
+                .map_err(SourceError::kafka("assign a partition"))?;
         }
-        consumer.assign(&assignment).context("cannot assign the partitions")?;
+        consumer
+            .assign(&assignment)
+            .map_err(SourceError::kafka("assign the partitions"))?;
         let mut partitions = Vec::with_capacity(owned.len());
         let mut queues = Vec::with_capacity(owned.len());
         for start in owned {
             let queue = consumer
                 .split_partition_queue(&start.id.topic, start.id.partition)
-                .with_context(|| format!("cannot open the queue of {}/{}", start.id.topic, start.id.partition))?;
+                .ok_or_else(|| {
+                    SourceError::Config(format!(
+                        "cannot open the queue of {}/{}",
+                        start.id.topic, start.id.partition
+                    ))
+                })?;
             tracing::debug!(worker = worker_index, topic = %start.id.topic, partition = start.id.partition, rebuild_until = start.rebuild_until, "reading partition");
             queues.push(queue);
+            let consumed = self
+                .metrics
+                .records_consumed
+                .get_or_create(&Metrics::partition(&start.id.topic, start.id.partition))
+                .clone();
             partitions.push(OwnedPartition {
+                consumed,
+                backlog: PartitionBacklog::new(start.rebuild_until.max(0)),
                 reached: start.rebuild_until <= 0,
                 id: start.id,
                 rebuild_until: start.rebuild_until,
@@ -112,6 +129,7 @@ impl SourceFactory for KafkaSourceFactory {
                 topic: p.id.topic.clone(),
                 partition: p.id.partition,
                 position: p.position.clone(),
+                backlog: p.backlog.shared.clone(),
             })
             .collect();
         let lag = LagWatcher::start(consumer.clone(), watched, self.metrics.clone());
@@ -124,11 +142,11 @@ impl SourceFactory for KafkaSourceFactory {
             phase: if rebuilding { Phase::Rebuilding } else { Phase::Live },
             chunks: ChunkClock::new(self.kafka.rehydration_chunk_records),
             batches: BatchClock::new(
-                self.batching.max_records,
-                Duration::from_millis(self.batching.max_delay_ms),
+                self.batching.policy(),
                 // The reconciliation happens at `live_from`; live batches come after it.
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
+            awaiting_acknowledgement: VecDeque::new(),
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
             max_unacknowledged_records: self.kafka.max_unacknowledged_records,
             unacknowledged: VecDeque::new(),
@@ -144,74 +162,6 @@ impl SourceFactory for KafkaSourceFactory {
         }))
     }
 }
-
-/// Feeds librdkafka's errors and statistics into the health report and the lag gauges.
-pub struct SourceContext {
-    metrics: Arc<Metrics>,
-    last_error_log: Mutex<Option<Instant>>,
-}
-
-impl SourceContext {
-    fn new(metrics: Arc<Metrics>) -> Self {
-        SourceContext {
-            metrics,
-            last_error_log: Mutex::new(None),
-        }
-    }
-}
-
-impl ClientContext for SourceContext {
-    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, log_message: &str) {
-        // Connection failures also arrive through `error`, which says them once per interval.
-        use rdkafka::config::RDKafkaLogLevel as Level;
-        let serious = matches!(
-            level,
-            Level::Emerg | Level::Alert | Level::Critical | Level::Error | Level::Warning
-        );
-        if serious && fac != "FAIL" {
-            tracing::warn!(facility = fac, "librdkafka: {log_message}");
-        } else {
-            tracing::debug!(facility = fac, "librdkafka: {log_message}");
-        }
-    }
-
-    fn error(&self, error: KafkaError, reason: &str) {
-        // The end of a partition is news for the partition queue, not an error.
-        if matches!(
-            error,
-            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
-        ) {
-            return;
-        }
-        if matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown)) {
-            self.metrics
-                .health
-                .set_unhealthy(HEALTH_COMPONENT, format!("no broker reachable: {reason}"));
-        }
-        let mut last = self.last_error_log.lock().expect("poisoned");
-        if last.is_none_or(|at| at.elapsed() >= ERROR_LOG_INTERVAL) {
-            *last = Some(Instant::now());
-            tracing::warn!(%error, reason, "Kafka client error; librdkafka keeps retrying");
-        }
-    }
-
-    fn stats(&self, statistics: Statistics) {
-        let connected = statistics
-            .brokers
-            .values()
-            .any(|broker| broker.nodeid >= 0 && broker.state == "UP");
-        if connected {
-            self.metrics.health.set_healthy(HEALTH_COMPONENT);
-        } else {
-            self.metrics
-                .health
-                .set_unhealthy(HEALTH_COMPONENT, "no connection to any broker");
-        }
-        // The lag gauges come from `lag.rs`: statistics arrive only while the worker polls.
-    }
-}
-
-impl ConsumerContext for SourceContext {}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -232,6 +182,10 @@ struct OwnedPartition {
     held_back: Vec<OwnedMessage>,
     /// Whether the last poll reached the partition's end.
     at_end: bool,
+    /// This partition's consumed-records counter, looked up once (no label or lock per record).
+    consumed: Counter,
+    /// What it has read that the sinks have not yet acknowledged.
+    backlog: PartitionBacklog,
 }
 
 pub struct KafkaSource {
@@ -247,6 +201,8 @@ pub struct KafkaSource {
     max_unacknowledged: u64,
     /// How many records of closed live batches may wait for the sinks' acknowledgement.
     max_unacknowledged_records: u64,
+    /// Closed live batches not yet acknowledged: while any is, the open batch grows.
+    awaiting_acknowledgement: VecDeque<Time>,
     /// Closed live batches that may not be acknowledged yet: (time, records).
     unacknowledged: VecDeque<(Time, u64)>,
     unacknowledged_records: u64,
@@ -263,23 +219,9 @@ pub struct KafkaSource {
     rebuild_started: Instant,
 }
 
-/// How often a repeated consumer error is logged.
-const ERROR_LOG_INTERVAL: Duration = Duration::from_secs(10);
-
 impl KafkaSource {
     /// Turns one message into a record at `time`.
-    fn record(
-        id: &PartitionId,
-        time: Time,
-        key: Option<&[u8]>,
-        payload: Option<&[u8]>,
-        offset: i64,
-        metrics: &Metrics,
-    ) -> SourceRecord {
-        metrics
-            .records_consumed
-            .get_or_create(&Metrics::partition(&id.topic, id.partition))
-            .inc();
+    fn record(id: &PartitionId, time: Time, key: Option<&[u8]>, payload: Option<&[u8]>, offset: i64) -> SourceRecord {
         match decode_message(id.kind, key, payload) {
             Ok(record) => SourceRecord::from_record(time, offset as u64, record),
             Err(error) => {
@@ -308,14 +250,17 @@ impl KafkaSource {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
                 self.batch_records += 1;
-                let time = self.batches.time_for_record(now, live_time_now());
+                let behind = !self.awaiting_acknowledgement.is_empty();
+                let time = self.batches.time_for_record(now, live_time_now(), behind);
                 (time, !self.batches.is_open())
             }
         };
         let partition = &mut self.partitions[index];
         partition.next_offset = offset + 1;
         partition.position.store(partition.next_offset, Ordering::Relaxed);
-        out.push(Self::record(&partition.id, time, key, payload, offset, &self.metrics));
+        partition.consumed.inc();
+        partition.backlog.read(time, offset, unix_millis());
+        out.push(Self::record(&partition.id, time, key, payload, offset));
         if closed {
             out.push(self.closed_batch(time));
         }
@@ -326,6 +271,7 @@ impl KafkaSource {
         self.metrics.batches_closed.inc();
         self.metrics.batch_records.observe(self.batch_records as f64);
         if self.phase == Phase::Live {
+            self.awaiting_acknowledgement.push_back(time);
             self.unacknowledged.push_back((time, self.batch_records));
             self.unacknowledged_records += self.batch_records;
             // The job loop waits for the floor before it polls again, so the batches
@@ -361,7 +307,7 @@ impl KafkaSource {
         }
     }
 
-    fn go_live(&mut self, out: &mut Vec<SourceRecord>) -> anyhow::Result<()> {
+    fn go_live(&mut self, out: &mut Vec<SourceRecord>) -> Result<(), SourceError> {
         self.phase = Phase::Live;
         tracing::info!(
             worker = self.worker_index,
@@ -381,7 +327,9 @@ impl KafkaSource {
             }
         }
         if paused.count() > 0 {
-            self.consumer.resume(&paused).context("cannot resume the partitions")?;
+            self.consumer
+                .resume(&paused)
+                .map_err(SourceError::kafka("resume the partitions"))?;
         }
         // Everything below the rebuild point is now covered: checkpoint it.
         if let Some(time) = self.batches.empty_batch(live_time_now()) {
@@ -397,7 +345,7 @@ impl KafkaSource {
         message: &BorrowedMessage<'_>,
         now: Instant,
         out: &mut Vec<SourceRecord>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), SourceError> {
         let offset = message.offset();
         if self.phase == Phase::Rebuilding && offset >= self.partitions[index].rebuild_until {
             // Past the rebuild point: keep it for the live phase and stop fetching here.
@@ -409,7 +357,7 @@ impl KafkaSource {
                 pause.add_partition(&partition.id.topic, partition.id.partition);
                 self.consumer
                     .pause(&pause)
-                    .context("cannot pause a rebuilt partition")?;
+                    .map_err(SourceError::kafka("pause a rebuilt partition"))?;
             }
             return Ok(());
         }
@@ -424,7 +372,7 @@ impl KafkaSource {
 }
 
 impl Source for KafkaSource {
-    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> anyhow::Result<SourceStatus> {
+    fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> Result<SourceStatus, SourceError> {
         let now = Instant::now();
         // Serves errors and statistics; messages all go to the partition queues.
         while let Some(result) = self.consumer.poll(Duration::ZERO) {
@@ -482,7 +430,8 @@ impl Source for KafkaSource {
             self.go_live(out)?;
         }
         if self.phase == Phase::Live {
-            if let Some(time) = self.batches.tick(Instant::now(), taken == 0) {
+            let behind = !self.awaiting_acknowledgement.is_empty();
+            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, behind) {
                 out.push(self.closed_batch(time));
             }
             let caught_up = self.partitions.iter().all(|p| p.at_end && p.held_back.is_empty());
@@ -497,6 +446,18 @@ impl Source for KafkaSource {
         match self.phase {
             Phase::Rebuilding => self.chunks.frontier(),
             Phase::Live => self.batches.frontier(live_time_now()),
+        }
+    }
+
+    fn acknowledged(&mut self, frontier: Option<Time>) {
+        while let Some(first) = self.awaiting_acknowledgement.front() {
+            if frontier.is_some_and(|frontier| *first >= frontier) {
+                break;
+            }
+            self.awaiting_acknowledgement.pop_front();
+        }
+        for partition in &mut self.partitions {
+            partition.backlog.acknowledged(frontier);
         }
     }
 

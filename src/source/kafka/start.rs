@@ -28,7 +28,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use super::assignment::PartitionId;
 use super::client::consumer_config;
-use crate::config::KafkaConfig;
+use super::config::KafkaConfig;
 use crate::progress::ProgressRecord;
 
 /// `--from`: where to start.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::child::{self, ChildTask};
 use super::process::{run_measured, ProcessFigures};
 use super::report::{format_ratio, mib};
-use crate::generate::MarketplaceSpec;
+use generate::MarketplaceSpec;
 
 /// What the file-mode comparison runs on.
 #[derive(Clone, Debug)]
@@ -26,6 +26,8 @@ pub struct FileModeOptions {
     pub batch_size: u64,
     /// Engine worker counts, e.g. `[1, 2]`.
     pub workers: Vec<usize>,
+    /// The `eligibility` binary whose `run --input` is measured.
+    pub engine: PathBuf,
     /// Where the log and the outputs go; emptied of them afterwards.
     pub dir: PathBuf,
 }
@@ -98,7 +100,7 @@ pub fn run(exe: &Path, options: &FileModeOptions) -> anyhow::Result<FileModeRepo
     eprintln!("file mode: running the hand-written baseline");
     let reference = Outputs::in_dir(&options.dir, "hand-written");
     let mut command = Command::new(exe);
-    command.arg("bench-file-baseline");
+    command.arg("file-baseline");
     command.args(["--batch-size", &batch_size]);
     let base = run_file_mode(command, &log, &reference, &options.dir)?;
     let mut runs = vec![file_run("hand-written incremental".into(), None, base, base)];
@@ -106,7 +108,7 @@ pub fn run(exe: &Path, options: &FileModeOptions) -> anyhow::Result<FileModeRepo
         let name = format!("engine, {workers} worker(s)");
         eprintln!("file mode: running {name}");
         let outputs = Outputs::in_dir(&options.dir, &format!("engine-{workers}"));
-        let mut command = Command::new(exe);
+        let mut command = Command::new(&options.engine);
         command.args(["run", "--log", "warn", "--progress-secs", "0"]);
         command.args(["--batch-size", &batch_size, "--workers", &workers.to_string()]);
         let figures = run_file_mode(command, &log, &outputs, &options.dir)?;

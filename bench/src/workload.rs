@@ -14,8 +14,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::generate::zipf::Zipf;
-use crate::generate::{campaign_line, generate_to_vec, product_line, MarketplaceSpec};
+use generate::zipf::Zipf;
+use generate::{campaign_line, generate_to_vec, product_line, MarketplaceSpec};
 
 /// A batch of events, in both forms.
 #[derive(Clone, Debug, Default)]

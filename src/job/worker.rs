@@ -1,19 +1,6 @@
-//! The job: one dataflow per timely worker, fed from a source, drained into sinks.
+//! One timely worker of the job: its dataflow, its inputs, and the loop that feeds them.
 //!
-//! ```text
-//!  Source::poll --> inputs: products, campaigns, rejected, checkpoints (and held pairs)
-//!                     |                             |               |
-//!              render_eligibility                   |               |
-//!   pair_changes(route), or on resume               |               |
-//!   reconcile_with_held(held, route)         Exchange(worker 0)     |
-//!                     |                             |               |
-//!              SinkOperator(changes)      SinkOperator(dead letters)|
-//!                     +------------+----------------+               |
-//!                                  +-- acknowledged frontier --> ProgressCommit (worker 0)
-//!                                  +-- probe (every worker)
-//! ```
-//!
-//! The probe sees the acknowledged frontier of both sinks on every worker. A source says
+//! The probe sees the acknowledged frontier of every sink on every worker. A source says
 //! how far it may run ahead of it (`backpressure_floor`), so a slow sink slows the source
 //! instead of filling memory. A worker never blocks on its source: it polls, steps the
 //! dataflow, and parks briefly only when nothing is ready.
@@ -22,209 +9,30 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
-use dataflows::model::{Campaign, CampaignId, PairChange, PairFigures, PairKey, Product, ProductId, Time};
+use dataflows::model::{Campaign, CampaignId, PairKey, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldPair;
 use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
 use dataflows::render_eligibility;
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::vec::Broadcast;
-use timely::dataflow::operators::{Concatenate, Input, Inspect, Probe};
+use timely::dataflow::operators::vec::Map;
+use timely::dataflow::operators::{Concatenate, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 
-use crate::cluster::ClusterOptions;
+use super::{Job, JobError};
+use crate::cluster::agreement::agree_on_greatest;
 use crate::dead_letter::DeadLetter;
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::progress::operator::commit_progress;
-use crate::progress::{Checkpoint, ProgressRecord, ProgressStore};
-use crate::sink::operator::ErrorSlot;
-use crate::sink::{Sink, SinkOperator};
-use crate::source::{SourceFactory, SourceRecord, SourceStatus};
-
-/// Which worker writes a pair's changes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Route {
-    /// Worker 0 writes everything (file outputs, which process 0 owns).
-    FirstWorker,
-    /// Each worker writes the pairs that hash to it (parallel sinks).
-    ByPair,
-}
-
-/// The pairs a sink holds: what a resumed run reconciles with.
-pub type HeldPairs = Vec<(PairKey, PairFigures)>;
-
-/// Opens the sink of a worker, or `None` on a worker without one.
-pub type OpenSink<R> = Box<dyn Fn(usize) -> anyhow::Result<Option<Box<dyn Sink<R>>>> + Send + Sync>;
-
-/// One destination of the pair changes. With several, each gets its own reconciliation
-/// and a time is acknowledged once every one of them has acknowledged it.
-pub struct ChangeOutput {
-    pub name: String,
-    pub route: Route,
-    pub open: OpenSink<PairChange>,
-    /// What the sink holds, for a resumed run; fed in by worker 0.
-    pub held: Mutex<Option<HeldPairs>>,
-}
-
-impl ChangeOutput {
-    /// An output whose one sink, opened already, belongs to worker 0.
-    pub fn on_first_worker(name: &str, sink: Option<Box<dyn Sink<PairChange>>>, held: HeldPairs) -> Self {
-        let slot = Mutex::new(sink);
-        ChangeOutput {
-            name: name.to_owned(),
-            route: Route::FirstWorker,
-            open: Box::new(move |worker| {
-                Ok(if worker == 0 {
-                    slot.lock().expect("poisoned").take()
-                } else {
-                    None
-                })
-            }),
-            held: Mutex::new(Some(held)),
-        }
-    }
-}
-
-/// Opens the dead-letter sink on worker 0 (and nowhere else) from one already opened.
-pub fn dead_letters_on_first_worker(sink: Option<Box<dyn Sink<DeadLetter>>>) -> OpenSink<DeadLetter> {
-    let slot = Mutex::new(sink);
-    Box::new(move |worker| {
-        Ok(if worker == 0 {
-            slot.lock().expect("poisoned").take()
-        } else {
-            None
-        })
-    })
-}
-
-/// Where and how often the progress record is saved.
-pub struct ProgressCommit {
-    /// Taken by worker 0.
-    pub store: Mutex<Option<Box<dyn ProgressStore>>>,
-    pub interval: Duration,
-}
-
-/// Everything a run needs.
-pub struct Job {
-    pub cluster: ClusterOptions,
-    pub source: Arc<dyn SourceFactory>,
-    pub changes: Vec<ChangeOutput>,
-    pub dead_letters: OpenSink<DeadLetter>,
-    pub metrics: Arc<Metrics>,
-    /// How often worker 0 reports progress on stderr; `None` for never.
-    pub progress_every: Option<Duration>,
-    /// For a resumed run, this process's proposal for the first time whose changes are
-    /// written (earlier times rebuild state; the output starts from what each sink holds).
-    /// The workers agree on the greatest proposal, so it is above every version any sink
-    /// holds and every committed time, whichever process knows them.
-    pub live_from: Option<Time>,
-    pub progress: Option<ProgressCommit>,
-}
-
-/// What a run did, as seen from this process.
-#[derive(Clone, Debug)]
-pub struct JobReport {
-    pub elapsed: Duration,
-    pub records_read: u64,
-    pub records_rejected: u64,
-    pub pairs_upserted: u64,
-    pub pairs_deleted: u64,
-    pub pairs_live: i64,
-    pub dead_letters_written: u64,
-}
-
-impl JobReport {
-    /// The figures of the run, the pairs' as written by `sink`.
-    fn from_metrics(metrics: &Metrics, sink: &str, elapsed: Duration) -> Self {
-        let (pairs_upserted, pairs_deleted, pairs_live) = metrics.pair_counts(sink);
-        JobReport {
-            elapsed,
-            records_read: metrics.records_read.get(),
-            records_rejected: metrics.rejected.get(),
-            pairs_upserted,
-            pairs_deleted,
-            pairs_live,
-            dead_letters_written: metrics.dead_letters_written.get(),
-        }
-    }
-}
-
-/// Runs the job on this process's workers until the source is exhausted (or a shutdown is
-/// requested) and every output is acknowledged.
-pub fn run(job: Job) -> anyhow::Result<JobReport> {
-    let config = job.cluster.timely_config()?;
-    job.cluster.meet()?;
-    let connected = watch_connection(&job.cluster);
-    let started = Instant::now();
-    let metrics = job.metrics.clone();
-    let primary = job
-        .changes
-        .first()
-        .map_or_else(String::new, |output| output.name.clone());
-    let job = Arc::new(job);
-    // Set when a worker of this process fails, so the others stop instead of waiting.
-    let abort = Arc::new(AtomicBool::new(false));
-    let guards = timely::execute(config, move |worker| {
-        connected.store(true, Ordering::SeqCst);
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_worker(worker, &job, &abort)));
-        if !matches!(result, Ok(Ok(()))) {
-            abort.store(true, Ordering::SeqCst);
-        }
-        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    })
-    .map_err(|error| anyhow!("cannot start the timely cluster: {error}"))?;
-    let mut first_error = None;
-    for result in guards.join() {
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => {
-                first_error.get_or_insert(error);
-            }
-            Err(panic) => {
-                first_error.get_or_insert(anyhow!("a worker panicked: {panic}"));
-            }
-        }
-    }
-    if let Some(error) = first_error {
-        return Err(error);
-    }
-    Ok(JobReport::from_metrics(&metrics, &primary, started.elapsed()))
-}
-
-/// How long timely may take to connect the processes once they have all met.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// Timely waits forever for a peer that died after the rendezvous; this stops the process
-/// instead, so that the cluster restarts. Returns the flag the workers set once connected.
-fn watch_connection(cluster: &ClusterOptions) -> Arc<AtomicBool> {
-    let connected = Arc::new(AtomicBool::new(false));
-    if cluster.processes > 1 {
-        let flag = connected.clone();
-        let peers = cluster.addresses().unwrap_or_default();
-        std::thread::spawn(move || {
-            let deadline = Instant::now() + CONNECT_TIMEOUT;
-            while Instant::now() < deadline {
-                if flag.load(Ordering::SeqCst) {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            tracing::error!(
-                ?peers,
-                timeout_s = CONNECT_TIMEOUT.as_secs(),
-                "the processes did not all connect; stopping so the cluster restarts"
-            );
-            std::process::exit(2);
-        });
-    }
-    connected
-}
+use crate::progress::{Checkpoint, ProgressRecord};
+use crate::sink::contract::Route;
+use crate::sink::operator::SinkOperator;
+use crate::source::{SourceRecord, SourceStatus};
+use crate::worker_error::ErrorSlot;
 
 type UpsertInput<K, V> = InputHandle<Time, CapacityContainerBuilder<Vec<Upsert<K, V>>>>;
 
@@ -255,13 +63,13 @@ impl JobInputs {
         record: SourceRecord,
         metrics: &Metrics,
         closed: &mut VecDeque<(Time, Instant)>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), JobError> {
         let time = record.time();
         if time < self.time() {
-            bail!(
-                "the source produced a record at time {time} after advancing to {}",
-                self.time()
-            );
+            return Err(JobError::SourceOutOfOrder {
+                time,
+                frontier: self.time(),
+            });
         }
         self.advance_to(time);
         match record {
@@ -288,37 +96,12 @@ impl JobInputs {
     }
 }
 
-/// Every worker proposes a time; every worker gets the greatest proposal.
-fn agree_on_greatest(worker: &mut Worker, proposal: Time) -> Time {
-    let agreed = Rc::new(RefCell::new(proposal));
-    let seen = agreed.clone();
-    let (mut input, probe) = worker.dataflow_named::<u64, _, _>("AgreeOnLiveTime", move |scope| {
-        let (input, proposals) = scope.new_input::<Vec<Time>>();
-        let (probe, _) = proposals
-            .broadcast()
-            .inspect(move |time| {
-                let mut seen = seen.borrow_mut();
-                *seen = (*seen).max(*time);
-            })
-            .probe();
-        (input, probe)
-    });
-    input.send(proposal);
-    input.advance_to(1);
-    drop(input);
-    while !probe.done() {
-        worker.step();
-    }
-    let agreed = *agreed.borrow();
-    agreed
-}
-
-fn check(errors: &ErrorSlot, abort: &AtomicBool) -> anyhow::Result<()> {
+fn check(errors: &ErrorSlot, abort: &AtomicBool) -> Result<(), JobError> {
     if let Some(error) = errors.borrow_mut().take() {
-        return Err(error);
+        return Err(error.into());
     }
     if abort.load(Ordering::SeqCst) {
-        bail!("stopping: another worker of this process failed");
+        return Err(JobError::AnotherWorkerFailed);
     }
     Ok(())
 }
@@ -344,7 +127,7 @@ impl Watch<'_> {
     }
 
     /// Checks for failures and accounts for newly acknowledged times.
-    fn after_step(&mut self) -> anyhow::Result<()> {
+    fn after_step(&mut self) -> Result<(), JobError> {
         check(&self.errors, self.abort)?;
         self.metrics.beat();
         let acknowledged = self.acknowledged();
@@ -388,7 +171,7 @@ impl Watch<'_> {
     }
 }
 
-fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Result<()> {
+pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> Result<(), JobError> {
     let index = worker.index();
     let peers = worker.peers();
     let live_from = job.live_from.map(|proposal| agree_on_greatest(worker, proposal));
@@ -436,15 +219,18 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
             // What the sink refuses for good comes out as dead letters.
             outputs.push(changes.sink_into(Pipeline, &output.name, sink, errors.clone()));
         }
-        let letters = scope.concatenate(outputs.iter().cloned().chain([rejected]));
-        let letter_acks = letters.sink_into(
-            Exchange::new(|_: &DeadLetter| 0),
-            "DeadLetterSink",
-            dead_letter_sink,
-            errors.clone(),
-        );
-        let acknowledged = scope
-            .concatenate(outputs.into_iter().chain([letter_acks]))
+        let letters = scope.concatenate(outputs.into_iter().chain([rejected]));
+        // What the change sinks reject flows into the dead-letter sink, so its output
+        // frontier is the acknowledged frontier of every sink; its output carries nothing
+        // (a dead letter has nowhere further to go).
+        let acknowledged = letters
+            .sink_into(
+                Exchange::new(|_: &DeadLetter| 0),
+                "DeadLetterSink",
+                dead_letter_sink,
+                errors.clone(),
+            )
+            .map(drop)
             .probe_with(&probe);
         let on_commit_metrics = metrics.clone();
         commit_progress(
@@ -508,6 +294,7 @@ fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> anyhow::Res
             tracing::info!(worker = index, "shutdown requested: finishing the batches in flight");
             break;
         }
+        source.acknowledged(watch.acknowledged());
         let status = source.poll(&mut staged, BUDGET)?;
         let idle = staged.is_empty();
         let read = staged

@@ -1,6 +1,6 @@
 //! One implementation in a process of its own, so that its peak memory is its own.
 //!
-//! The parent re-executes its own binary as `eligibility bench-child --task JSON`. The
+//! The parent re-executes its own binary as `eligibility-bench child --task JSON`. The
 //! child builds the workload from the task's spec and seed, runs one implementation
 //! through every phase, and prints a [`ChildOutput`] as JSON on stdout: its timings, and a
 //! digest of its final pairs and of its workload for the parent to compare across children.
@@ -22,7 +22,7 @@ use super::measure::{peak_resident_bytes, resident_bytes, PhaseResult};
 use super::process::{run_measured, ProcessFigures};
 use super::report::{Kind, Memory};
 use super::workload::{Workload, WorkloadSpec};
-use crate::generate::{generate, MarketplaceSpec};
+use generate::{generate, MarketplaceSpec};
 
 /// What a child process does.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ pub struct ChildOutput {
 /// Runs `task` in a child process of `exe`; returns what it printed and what it cost.
 pub fn spawn(exe: &Path, task: &ChildTask) -> anyhow::Result<(ChildOutput, ProcessFigures)> {
     let mut command = Command::new(exe);
-    command.args(["bench-child", "--task", &serde_json::to_string(task)?]);
+    command.args(["child", "--task", &serde_json::to_string(task)?]);
     let finished = run_measured(command)?;
     let output = serde_json::from_slice(&finished.stdout).context("a bench child printed no results")?;
     Ok((output, finished.figures))

@@ -1,8 +1,50 @@
-//! Exponential backoff with jitter, for retried requests and documents.
+//! Retrying with exponential backoff: one policy, configured the same way for every sink
+//! and store that retries (`[sinks.*.retry]`).
 
 use std::time::Duration;
 
 use rand::Rng;
+use serde::Deserialize;
+
+/// `retry = { initial_ms, max_ms }`: the first delay, doubling with jitter up to the longest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryConfig {
+    /// First retry delay (ms); doubling, with jitter.
+    #[serde(default = "default_initial_ms")]
+    pub initial_ms: u64,
+    /// Longest retry delay (ms).
+    #[serde(default = "default_max_ms")]
+    pub max_ms: u64,
+}
+
+fn default_initial_ms() -> u64 {
+    100
+}
+
+fn default_max_ms() -> u64 {
+    30_000
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        RetryConfig {
+            initial_ms: default_initial_ms(),
+            max_ms: default_max_ms(),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// The backoff, each delay at least 1 ms and the longest at least the first.
+    pub fn backoff(&self) -> Backoff {
+        let initial = self.initial_ms.max(1);
+        Backoff {
+            initial: Duration::from_millis(initial),
+            max: Duration::from_millis(self.max_ms.max(initial)),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {

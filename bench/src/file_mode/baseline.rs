@@ -1,4 +1,4 @@
-//! `eligibility bench-file-baseline`: file mode written by hand, to measure
+//! `eligibility-bench file-baseline`: file mode written by hand, to measure
 //! `eligibility run` against.
 //!
 //! It reads the event log as the file source does (line `n`, rejected or not, belongs to
@@ -17,11 +17,11 @@ use anyhow::Context;
 use dataflows::decode::{decode_envelope, Record};
 use dataflows::model::{PairChange, Time};
 
-use crate::bench::baselines::incremental::Incremental;
-use crate::dead_letter::{DeadLetter, Origin};
-use crate::metrics::Metrics;
-use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
-use crate::sink::Sink;
+use crate::baselines::incremental::Incremental;
+use eligibility::dead_letter::{DeadLetter, Origin};
+use eligibility::metrics::Metrics;
+use eligibility::sink::contract::Sink;
+use eligibility::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
 
 /// The change log and the dead letters of one batch, as the job writes them.
 struct Outputs {
@@ -79,6 +79,6 @@ impl Outputs {
     fn write(&mut self, time: Time, mut changes: Vec<PairChange>, rejected: &[DeadLetter]) -> anyhow::Result<()> {
         changes.sort();
         self.changes.write(time, &changes)?;
-        self.dead_letters.write(time, rejected)
+        Ok(self.dead_letters.write(time, rejected)?)
     }
 }

@@ -1,4 +1,4 @@
-//! `eligibility bench`: the engine against the approaches it replaces, side by side.
+//! `eligibility-bench`: the engine against the approaches it replaces, side by side.
 //!
 //! Every implementation runs in a process of its own (`child`), on the same marketplace
 //! built there from the same spec and seed, so each peak memory figure is that
@@ -8,6 +8,7 @@
 //! (`file_mode`): `eligibility run` against a hand-written equivalent on one event log.
 //! See docs/benchmarks.md.
 
+pub mod args;
 pub mod baselines;
 pub mod child;
 pub mod collected;
@@ -109,7 +110,7 @@ pub struct BenchOptions {
     /// Wall time a baseline may spend timing one phase before it is timed on a prefix.
     pub baseline_budget: Duration,
     pub baselines: bool,
-    /// The `eligibility` binary each implementation runs in: this one, re-executed.
+    /// The bench binary each implementation runs in: this one, re-executed.
     pub exe: PathBuf,
     /// The end-to-end file-mode comparison, if asked.
     pub file_mode: Option<FileModeOptions>,

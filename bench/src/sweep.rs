@@ -1,4 +1,4 @@
-//! `eligibility bench --sweep`: the bench at several product counts, each in a process of
+//! `eligibility-bench --sweep`: the bench at several product counts, each in a process of
 //! its own so that each reads its own peak memory, then plots against products.
 
 use std::fmt::Write as _;
@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use super::plot;
 use super::report::BenchReport;
 use super::Phase;
-use crate::cli::BenchArgs;
+use crate::args::BenchArgs;
 
 /// Products per seller in the sweep, as in the `--scale` preset.
 const PRODUCTS_PER_SELLER: u64 = 200;
@@ -25,13 +25,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let sellers = (products / PRODUCTS_PER_SELLER).max(10);
         eprintln!("sweep: {products} products, {sellers} sellers");
         let mut command = Command::new(&exe);
-        command.args([
-            "bench",
-            "--products",
-            &products.to_string(),
-            "--sellers",
-            &sellers.to_string(),
-        ]);
+        command.args(["--products", &products.to_string(), "--sellers", &sellers.to_string()]);
         command.args([
             "--categories",
             &args.categories.to_string(),

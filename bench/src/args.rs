@@ -1,0 +1,209 @@
+//! The bench's command line: `eligibility-bench [options]`, and the hidden commands its
+//! child processes run.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use generate::MarketplaceSpec;
+
+use crate::file_mode::FileModeOptions;
+use crate::workload::WorkloadSpec;
+use crate::BenchOptions;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "eligibility-bench",
+    version,
+    args_conflicts_with_subcommands = true,
+    about = "Measure the engine against per-pair recompute, per-campaign aggregation and a \
+             hand-written incremental implementation, side by side."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Hidden>,
+    #[command(flatten)]
+    pub bench: BenchArgs,
+    /// Log filter (tracing's env-filter syntax); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "info")]
+    pub log: String,
+}
+
+/// What the bench's own child processes run.
+#[derive(Subcommand, Debug)]
+pub enum Hidden {
+    /// One bench implementation in a process of its own.
+    #[command(hide = true)]
+    Child(BenchChildArgs),
+    /// File mode written by hand, which the bench measures `eligibility run --input` against.
+    #[command(hide = true)]
+    FileBaseline(BenchFileBaselineArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Products in the initial load.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub products: u64,
+    #[arg(long, default_value_t = 5_000)]
+    pub sellers: u64,
+    #[arg(long, default_value_t = 1_000)]
+    pub categories: u64,
+    #[arg(long, default_value_t = 2_000)]
+    pub brands: u64,
+    /// Campaigns in the initial load.
+    #[arg(long, default_value_t = 100)]
+    pub campaigns: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The large preset: 10 million products, 50,000 sellers, 500 campaigns (overrides
+    /// the size options).
+    #[arg(long)]
+    pub scale: bool,
+    /// Engine worker counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Batch sizes of the product-update phase, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,10,100,1000,10000")]
+    pub batch_sizes: Vec<usize>,
+    /// Product updates per batch size.
+    #[arg(long, default_value_t = 20_000)]
+    pub updates_per_batch_size: usize,
+    /// Events per batch (logical time) during the initial load.
+    #[arg(long, default_value_t = 100_000)]
+    pub load_batch_size: usize,
+    /// Share of the products the new campaign reaches, in (0, 1].
+    #[arg(long, default_value_t = 0.1)]
+    pub new_campaign_share: f64,
+    /// Time a baseline may spend on one phase before the rest is applied untimed.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub baseline_budget: std::time::Duration,
+    /// Skip the engine runs fed event-log lines (JSON decode inside the timed region).
+    #[arg(long)]
+    pub no_json_feed: bool,
+    /// Run the engine only.
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the result tables (Markdown) here, as well as to stdout.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// Draw the plots (PNG) into this directory.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+    /// Product counts, comma-separated: run the bench once per count, each in a process
+    /// of its own (sellers scale along), and plot figures against products.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<u64>,
+    /// Events after the initial load in the file-mode comparison's event log.
+    #[arg(long, default_value_t = 100_000)]
+    pub file_updates: u64,
+    /// Lines per logical time in the file-mode comparison.
+    #[arg(long, default_value_t = 10_000)]
+    pub file_batch_size: u64,
+    /// Skip the file-mode comparison (`eligibility run` against a hand-written equivalent).
+    #[arg(long)]
+    pub no_file_mode: bool,
+    /// Folder for the file-mode event log and outputs [default: a new one in the temp dir].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchChildArgs {
+    /// The task, as JSON (`bench::child::ChildTask`).
+    #[arg(long)]
+    pub task: String,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFileBaselineArgs {
+    #[arg(long)]
+    pub input: PathBuf,
+    #[arg(long)]
+    pub output: PathBuf,
+    #[arg(long)]
+    pub dead_letter: PathBuf,
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: u64,
+}
+
+impl BenchArgs {
+    /// The bench's options, with the `--scale` preset applied.
+    pub fn options(&self) -> anyhow::Result<BenchOptions> {
+        let (products, sellers, categories, brands, campaigns) = if self.scale {
+            (10_000_000, 50_000, 5_000, 10_000, 500)
+        } else {
+            (
+                self.products,
+                self.sellers,
+                self.categories,
+                self.brands,
+                self.campaigns,
+            )
+        };
+        let marketplace = MarketplaceSpec {
+            products,
+            sellers,
+            categories,
+            brands,
+            campaigns,
+            seed: self.seed,
+            ..MarketplaceSpec::default()
+        };
+        let file_mode = match self.no_file_mode {
+            true => None,
+            false => Some(FileModeOptions {
+                marketplace: MarketplaceSpec {
+                    updates: self.file_updates,
+                    ..marketplace.clone()
+                },
+                batch_size: self.file_batch_size,
+                workers: self.workers.clone(),
+                engine: engine_binary()?,
+                dir: self
+                    .work_dir
+                    .clone()
+                    .unwrap_or_else(|| std::env::temp_dir().join(format!("eligibility-bench-{}", std::process::id()))),
+            }),
+        };
+        Ok(BenchOptions {
+            workload: WorkloadSpec {
+                marketplace,
+                load_batch_size: self.load_batch_size,
+                update_batch_sizes: self.batch_sizes.clone(),
+                updates_per_round: self.updates_per_batch_size,
+                new_campaign_share: self.new_campaign_share,
+            },
+            workers: self.workers.clone(),
+            json_feed: !self.no_json_feed,
+            baseline_budget: self.baseline_budget,
+            baselines: !self.no_baselines,
+            exe: std::env::current_exe().context("cannot find the bench's own binary")?,
+            file_mode,
+        })
+    }
+}
+
+/// The `eligibility` binary the file mode runs: `$ELIGIBILITY_BIN`, else the one built
+/// beside this binary (the same `target/<profile>` folder, or its parent for test binaries).
+pub fn engine_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("ELIGIBILITY_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().context("cannot find the bench's own binary")?;
+    exe.ancestors()
+        .skip(1)
+        .take(2)
+        .map(|dir| dir.join("eligibility"))
+        .find(|candidate| candidate.is_file())
+        .with_context(|| {
+            format!(
+                "no `eligibility` binary beside {}: build it (`cargo build --release -p eligibility`) \
+                 or set ELIGIBILITY_BIN",
+                exe.display()
+            )
+        })
+}

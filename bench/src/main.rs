@@ -1,0 +1,82 @@
+//! `eligibility-bench`: run the side-by-side benchmark, print and save its results; and
+//! the hidden commands its child processes run.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use bench::args::{BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, Hidden};
+use bench::{child, file_mode, plot, sweep};
+use clap::Parser;
+
+// The same allocator as the `eligibility` binary, so the in-process engine runs measure
+// what production runs.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let result = match &cli.command {
+        None => run(&cli.bench),
+        Some(Hidden::Child(args)) => run_child(args),
+        Some(Hidden::FileBaseline(args)) => run_file_baseline(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    if !args.sweep.is_empty() {
+        return sweep::run(args);
+    }
+    let options = args.options()?;
+    let report = bench::run(&options);
+    if args.work_dir.is_none() {
+        if let Some(file_mode) = &options.file_mode {
+            // Only the folder made for this run, and only once its files are gone.
+            std::fs::remove_dir(&file_mode.dir).ok();
+        }
+    }
+    let report = report?;
+    let markdown = report.to_markdown();
+    println!("{markdown}");
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(dir) = &args.plots {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        plot::run_plots(&report, dir)?;
+    }
+    Ok(())
+}
+
+/// `eligibility-bench child`: one implementation, its results as JSON on stdout.
+fn run_child(args: &BenchChildArgs) -> anyhow::Result<()> {
+    let task: child::ChildTask = serde_json::from_str(&args.task).context("a malformed bench task")?;
+    let output = child::run(&task)?;
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &output)?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// `eligibility-bench file-baseline`: the hand-written file mode.
+fn run_file_baseline(args: &BenchFileBaselineArgs) -> anyhow::Result<()> {
+    file_mode::baseline::run(&args.input, &args.output, &args.dead_letter, args.batch_size)
+}

@@ -1,0 +1,206 @@
+//! The job: one dataflow per timely worker, fed from a source, drained into sinks.
+//!
+//! ```text
+//!  Source::poll --> inputs: products, campaigns, rejected, checkpoints (and held pairs)
+//!                     |                             |               |
+//!              render_eligibility                   |               |
+//!   pair_changes(route), or on resume               |               |
+//!   reconcile_with_held(held, route)         Exchange(worker 0)     |
+//!                     |                             |               |
+//!              SinkOperator(changes)      SinkOperator(dead letters)|
+//!                     +------------+----------------+               |
+//!                                  +-- acknowledged frontier --> ProgressCommit (worker 0)
+//!                                  +-- probe (every worker)
+//! ```
+//!
+//! The job only wires and runs: the composition root (`compose`) builds the source, the
+//! sinks and the progress store; `worker` builds each worker's dataflow and feeds it. The
+//! run waits for the workers on a thread of its own, so a cluster that never connects or
+//! a stop that outlasts its grace period ends in an error for the edge, not in a hang.
+
+pub mod worker;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dataflows::model::Time;
+
+use crate::cluster::ClusterOptions;
+use crate::dead_letter::DeadLetter;
+use crate::metrics::Metrics;
+use crate::progress::ProgressStore;
+use crate::shutdown::GraceWatch;
+use crate::sink::contract::{ChangeOutput, OpenSink, SinkError};
+use crate::source::{SourceError, SourceFactory};
+use crate::worker_error::OperatorError;
+
+/// Why a run stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("cannot start the cluster: {0:#}")]
+    ClusterStart(anyhow::Error),
+    #[error(
+        "the processes did not all connect within {} s; stopping so that the cluster restarts (peers: {peers:?})",
+        timeout.as_secs()
+    )]
+    PeersNotConnected { peers: Vec<String>, timeout: Duration },
+    #[error(
+        "the graceful stop did not finish within {} ms; the progress record holds the last acknowledged offsets and the next start redoes the rest",
+        grace.as_millis()
+    )]
+    StopCutShort { grace: Duration },
+    #[error(transparent)]
+    Operator(#[from] OperatorError),
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Sink(#[from] SinkError),
+    #[error("the source produced a record at time {time} after advancing to {frontier}")]
+    SourceOutOfOrder { time: Time, frontier: Time },
+    #[error("stopping: another worker of this process failed")]
+    AnotherWorkerFailed,
+    #[error("a worker panicked: {0}")]
+    WorkerPanicked(String),
+}
+
+/// Where and how often the progress record is saved.
+pub struct ProgressCommit {
+    /// Taken by worker 0.
+    pub store: Mutex<Option<Box<dyn ProgressStore>>>,
+    pub interval: Duration,
+}
+
+/// Everything a run needs.
+pub struct Job {
+    pub cluster: ClusterOptions,
+    pub source: Arc<dyn SourceFactory>,
+    pub changes: Vec<ChangeOutput>,
+    pub dead_letters: OpenSink<DeadLetter>,
+    pub metrics: Arc<Metrics>,
+    /// How often worker 0 reports progress on stderr; `None` for never.
+    pub progress_every: Option<Duration>,
+    /// For a resumed run, this process's proposal for the first time whose changes are
+    /// written (earlier times rebuild state; the output starts from what each sink holds).
+    /// The workers agree on the greatest proposal, so it is above every version any sink
+    /// holds and every committed time, whichever process knows them.
+    pub live_from: Option<Time>,
+    pub progress: Option<ProgressCommit>,
+    /// How long a requested stop may drain before the run gives up (`None`: no bound).
+    pub shutdown_grace: Option<Duration>,
+}
+
+/// What a run did, as seen from this process.
+#[derive(Clone, Debug)]
+pub struct JobReport {
+    pub elapsed: Duration,
+    pub records_read: u64,
+    pub records_rejected: u64,
+    pub pairs_upserted: u64,
+    pub pairs_deleted: u64,
+    pub pairs_live: i64,
+    pub dead_letters_written: u64,
+}
+
+impl JobReport {
+    /// The figures of the run, the pairs' as written by `sink`.
+    fn from_metrics(metrics: &Metrics, sink: &str, elapsed: Duration) -> Self {
+        let (pairs_upserted, pairs_deleted, pairs_live) = metrics.pair_counts(sink);
+        JobReport {
+            elapsed,
+            records_read: metrics.records_read.get(),
+            records_rejected: metrics.rejected.get(),
+            pairs_upserted,
+            pairs_deleted,
+            pairs_live,
+            dead_letters_written: metrics.dead_letters_written.get(),
+        }
+    }
+}
+
+/// How long timely may take to connect the processes once they have all met.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the job on this process's workers until the source is exhausted (or a shutdown is
+/// requested) and every output is acknowledged.
+pub fn run(job: Job) -> Result<JobReport, JobError> {
+    let config = job.cluster.timely_config().map_err(JobError::ClusterStart)?;
+    job.cluster.meet().map_err(JobError::ClusterStart)?;
+    let multi_process = job.cluster.processes > 1;
+    let peers = job.cluster.addresses().unwrap_or_default();
+    let mut grace = job.shutdown_grace.map(GraceWatch::new);
+    let started = Instant::now();
+    let metrics = job.metrics.clone();
+    let primary = job
+        .changes
+        .first()
+        .map_or_else(String::new, |output| output.name.clone());
+    let job = Arc::new(job);
+    // Set once the workers run, so a stalled connection is told from a long run.
+    let connected = Arc::new(AtomicBool::new(false));
+    // Set when a worker of this process fails, so the others stop instead of waiting.
+    let abort = Arc::new(AtomicBool::new(false));
+    let (done_tx, done) = mpsc::channel();
+    let workers_connected = connected.clone();
+    // Timely connects the processes inside `execute` and may wait there forever for a peer
+    // that died after the rendezvous: the workers run on a thread of their own, watched here.
+    std::thread::Builder::new()
+        .name("timely".into())
+        .spawn(move || {
+            let result = timely::execute(config, move |worker| {
+                workers_connected.store(true, Ordering::SeqCst);
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    worker::run_worker(worker, &job, &abort)
+                }));
+                if !matches!(result, Ok(Ok(()))) {
+                    abort.store(true, Ordering::SeqCst);
+                }
+                result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .map(|guards| guards.join());
+            done_tx.send(result).ok();
+        })
+        .map_err(|error| JobError::ClusterStart(error.into()))?;
+    let results = loop {
+        match done.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(results)) => break results,
+            Ok(Err(error)) => {
+                return Err(JobError::ClusterStart(anyhow::anyhow!(
+                    "cannot start the timely cluster: {error}"
+                )))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(JobError::WorkerPanicked("the timely thread ended".into()))
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if multi_process && !connected.load(Ordering::SeqCst) && started.elapsed() > CONNECT_TIMEOUT {
+            return Err(JobError::PeersNotConnected {
+                peers,
+                timeout: CONNECT_TIMEOUT,
+            });
+        }
+        if let Some(grace) = grace.as_mut() {
+            if grace.overrun() {
+                return Err(JobError::StopCutShort { grace: grace.grace() });
+            }
+        }
+    };
+    let mut first_error = None;
+    for result in results {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => {
+                first_error.get_or_insert(error);
+            }
+            Err(panic) => {
+                first_error.get_or_insert(JobError::WorkerPanicked(panic));
+            }
+        }
+    }
+    if let Some(error) = first_error {
+        return Err(error);
+    }
+    Ok(JobReport::from_metrics(&metrics, &primary, started.elapsed()))
+}

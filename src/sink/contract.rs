@@ -1,0 +1,118 @@
+//! The contract between the job and its sinks: what a sink does, what a run needs to open
+//! one on each worker, and how its errors look.
+//!
+//! A sink receives the records of each completed logical time, in order, and reports the
+//! frontier below which everything it received is durable. Each kind of sink (JSONL,
+//! Elasticsearch, Couchbase, dead letters) is one factory that builds a [`ChangeOutput`]
+//! or an [`OpenSink`] behind this contract; the job only wires them.
+
+use std::sync::Mutex;
+
+use dataflows::model::{PairChange, PairFigures, PairKey, Time};
+
+use super::auth::AuthError;
+use super::tls::TlsError;
+use crate::dead_letter::DeadLetter;
+
+/// Why a sink cannot go on. Temporary failures are retried inside the sink; these end the run.
+#[derive(Debug, thiserror::Error)]
+pub enum SinkError {
+    #[error("cannot {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{sink}: {reason}")]
+    Destination { sink: &'static str, reason: String },
+    #[error("records were routed to a worker that has no {0}")]
+    Misrouted(String),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// A setting the sink cannot work with.
+    #[error("{0}")]
+    Config(String),
+}
+
+impl SinkError {
+    /// The destination did not become ready before the job gave up (a shutdown).
+    pub fn unavailable(sink: &'static str, error: anyhow::Error) -> Self {
+        SinkError::Destination {
+            sink,
+            reason: format!("{error:#}"),
+        }
+    }
+
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SinkError {
+        let what = what.into();
+        move |source| SinkError::Io { what, source }
+    }
+}
+
+/// A destination for the records of completed times.
+pub trait Sink<R>: Send {
+    /// Takes the records of one completed time, sorted; may buffer them.
+    fn write(&mut self, time: Time, records: &[R]) -> Result<(), SinkError>;
+
+    /// Every time below `upper` (every time, if `None`) has been written. Makes progress on
+    /// outstanding work and returns the frontier below which all writes are acknowledged
+    /// (`None`: all of them).
+    fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError>;
+
+    /// Records the destination refused for good since the last call, as dead letters at
+    /// their times. Called after `flush`; a rejected record counts as acknowledged.
+    fn take_rejected(&mut self) -> Vec<(Time, DeadLetter)> {
+        Vec::new()
+    }
+}
+
+/// Which worker writes a pair's changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Worker 0 writes everything (file outputs, which process 0 owns).
+    FirstWorker,
+    /// Each worker writes the pairs that hash to it (parallel sinks).
+    ByPair,
+}
+
+/// The pairs a sink holds: what a resumed run reconciles with.
+pub type HeldPairs = Vec<(PairKey, PairFigures)>;
+
+/// Opens the sink of a worker, or `None` on a worker without one.
+pub type OpenSink<R> = Box<dyn Fn(usize) -> Result<Option<Box<dyn Sink<R>>>, SinkError> + Send + Sync>;
+
+/// One destination of the pair changes. With several, each gets its own reconciliation
+/// and a time is acknowledged once every one of them has acknowledged it.
+pub struct ChangeOutput {
+    pub name: String,
+    pub route: Route,
+    pub open: OpenSink<PairChange>,
+    /// What the sink holds, for a resumed run; fed in by worker 0.
+    pub held: Mutex<Option<HeldPairs>>,
+}
+
+impl ChangeOutput {
+    /// An output whose one sink, opened already, belongs to worker 0.
+    pub fn on_first_worker(name: &str, sink: Option<Box<dyn Sink<PairChange>>>, held: HeldPairs) -> Self {
+        ChangeOutput {
+            name: name.to_owned(),
+            route: Route::FirstWorker,
+            open: on_first_worker(sink),
+            held: Mutex::new(Some(held)),
+        }
+    }
+}
+
+/// Opens a sink on worker 0 (and nowhere else) from one already opened.
+pub fn on_first_worker<R: 'static>(sink: Option<Box<dyn Sink<R>>>) -> OpenSink<R> {
+    let slot = Mutex::new(sink);
+    Box::new(move |worker| {
+        Ok(if worker == 0 {
+            slot.lock().expect("poisoned").take()
+        } else {
+            None
+        })
+    })
+}
