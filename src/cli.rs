@@ -97,6 +97,14 @@ pub struct MarketplaceArgs {
     pub category_skew: f64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Levels of the category tree: 0 for flat categories (no `categories` records), 1 for
+    /// top-level ones only. Campaigns then also name inner categories, and about 1% of the
+    /// updates move subtrees, promote categories or delete category records.
+    #[arg(long, default_value_t = 3)]
+    pub tree_depth: u32,
+    /// Children of each inner category.
+    #[arg(long, default_value_t = generate::DEFAULT_TREE_FANOUT)]
+    pub tree_fanout: u64,
 }
 
 impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
@@ -112,6 +120,8 @@ impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
             seller_skew: args.seller_skew,
             category_skew: args.category_skew,
             seed: args.seed,
+            tree_depth: args.tree_depth,
+            tree_fanout: args.tree_fanout,
         }
     }
 }

@@ -240,8 +240,12 @@ impl JobConfig {
         if self.batching.max_records == 0 {
             return invalid("batching.max_records must be at least 1");
         }
-        if self.kafka.products_topic == self.kafka.campaigns_topic {
-            return invalid("kafka.products_topic and kafka.campaigns_topic must differ");
+        let kafka = &self.kafka;
+        if kafka.products_topic == kafka.campaigns_topic
+            || kafka.products_topic == kafka.categories_topic
+            || kafka.campaigns_topic == kafka.categories_topic
+        {
+            return invalid("kafka.products_topic, campaigns_topic and categories_topic must differ");
         }
         if self.sinks.io_threads == 0 {
             return invalid("sinks.io_threads must be at least 1");

@@ -73,6 +73,73 @@ fn a_produced_log_ends_in_the_brute_force_state() {
 }
 
 #[test]
+fn a_category_tree_meets_campaigns_through_ancestors_and_a_subtree_move_writes_exactly_its_pairs() {
+    let _serial = serial();
+    let case = KafkaCase::new("tree", false);
+    let category = |id: u64, parent: Option<u64>| {
+        let parent = parent.map_or("null".to_owned(), |p| p.to_string());
+        format!(r#"{{"topic": "categories", "key": "{id}", "value": {{"parent_id": {parent}}}}}"#)
+    };
+    let product = |key: &str, seller: u64, category: u64| {
+        format!(
+            r#"{{"topic": "products", "key": "{key}", "value": {{"seller_id": {seller}, "category_id": {category}, "brand_id": 1, "price": 10, "stock": 3}}}}"#
+        )
+    };
+    // Electronics (1) > Phones (10) > Smartphones (100); Home (2) > Kitchen (20).
+    let mut lines = vec![
+        category(1, None),
+        category(10, Some(1)),
+        category(100, Some(10)),
+        category(2, None),
+        category(20, Some(2)),
+        product("p1", 7, 100),
+        product("p2", 7, 10),
+        product("p3", 8, 20),
+        product("p4", 9, 3), // a category with no record: a root of its own
+        r#"{"topic": "campaigns", "key": "electronics", "value": {"category_ids": [1]}}"#.into(),
+        r#"{"topic": "campaigns", "key": "home", "value": {"category_ids": [2]}}"#.into(),
+        r#"{"topic": "categories", "key": "x", "value": {"parent_id": 1}}"#.into(),
+    ];
+    case.produce(&lines, 2);
+    case.run_to_end(&case.config, &["--workers", "2"]);
+    let before = expected_state(&lines);
+    assert_eq!(change_log_state(&case.changes_path()), before);
+    let electronics = PairKey {
+        seller_id: 7,
+        campaign_id: "electronics".into(),
+    };
+    assert_eq!(
+        before[&electronics].eligible_products, 2,
+        "a grandchild and a child of the root"
+    );
+    let rejected = std::fs::read_to_string(case.dir.path().join("rejected.jsonl")).unwrap();
+    assert_eq!(rejected.lines().count(), 1, "the category key that is not a number");
+
+    // Phones moves under Home: seller 7's products leave Electronics for Home.
+    let written = read_changes(&case.changes_path()).unwrap().len();
+    let moved = vec![category(10, Some(2))];
+    case.produce(&moved, 2);
+    lines.extend(moved);
+    case.run_to_end(&case.config, &["--workers", "2"]);
+    let after = expected_state(&lines);
+    let changes = read_changes(&case.changes_path()).unwrap();
+    assert_contract(&changes);
+    let mut new: Vec<(PairKey, Option<u64>)> = changes[written..]
+        .iter()
+        .map(|change| (change.pair.clone(), change.figures.map(|f| f.eligible_products)))
+        .collect();
+    new.sort();
+    let mut expected: Vec<(PairKey, Option<u64>)> = changes_between(&before, &after, 0)
+        .into_iter()
+        .map(|change| (change.pair, change.figures.map(|f| f.eligible_products)))
+        .collect();
+    expected.sort();
+    assert_eq!(new, expected, "the move writes exactly the pairs whose figures changed");
+    assert_eq!(expected.len(), 2, "seller 7 leaves electronics and joins home");
+    assert_eq!(change_log_state(&case.changes_path()), after);
+}
+
+#[test]
 fn a_job_killed_mid_stream_resumes_exactly_without_rewriting() {
     let _serial = serial();
     let case = KafkaCase::new("restart", false);

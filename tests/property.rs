@@ -3,7 +3,8 @@
 //! For every batch, the changes the job emits must be exactly the difference between the
 //! brute-force pair states before and after that batch: nothing missing, nothing extra,
 //! no upsert repeating current figures, no delete of a missing pair. Run with batch sizes
-//! 1 and random, on 1 and 3 workers.
+//! 1 and random, on 1 and 3 workers; the logs mix products, campaigns and a category tree
+//! (moves, chains, cycles, tombstones, parents without a record, bad records).
 
 mod support;
 
@@ -32,7 +33,7 @@ fn id_list(max: u64) -> impl Strategy<Value = Option<Vec<u64>>> {
 
 fn campaign_value() -> impl Strategy<Value = String> {
     (
-        id_list(4),
+        id_list(6),
         id_list(3),
         id_list(4),
         id_list(4),
@@ -82,6 +83,15 @@ fn event_line() -> impl Strategy<Value = String> {
         1 => (0..8u32).prop_map(|key| format!(r#"{{"topic": "products", "key": "p{key}", "value": {{"seller_id": 1, "price": 2, "stock": -1}}}}"#)),
         1 => (0..3u32).prop_map(|key| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": {{"min_stock": "x"}}}}"#)),
         1 => Just("{\"topic\": \"products\", \"key\": ".to_owned()),
+        // The category tree: products are in categories 0..4, campaigns name 0..4, and
+        // parents reach 0..6, so moves, chains, cycles and parents without a record occur.
+        3 => (0..6u32, prop::option::weighted(0.8, 0..6u64)).prop_map(|(key, parent)| {
+            let parent = parent.map_or("null".to_owned(), |p| p.to_string());
+            format!(r#"{{"topic": "categories", "key": "{key}", "value": {{"parent_id": {parent}}}}}"#)
+        }),
+        1 => (0..6u32).prop_map(|key| format!(r#"{{"topic": "categories", "key": "{key}", "value": null}}"#)),
+        1 => (0..6u32).prop_map(|key| format!(r#"{{"topic": "categories", "key": "{key}", "value": {{"parent_id": -1}}}}"#)),
+        1 => Just(r#"{"topic": "categories", "key": "c1", "value": {"parent_id": 2}}"#.to_owned()),
     ]
 }
 

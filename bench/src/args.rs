@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use generate::MarketplaceSpec;
 
 use crate::file_mode::FileModeOptions;
+use crate::tree::TreeOptions;
 use crate::workload::WorkloadSpec;
 use crate::BenchOptions;
 
@@ -109,6 +110,21 @@ pub struct BenchArgs {
     /// Folder for the file-mode event log and outputs [default: a new one in the temp dir].
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Levels of the tree phase's category tree (at least 2).
+    #[arg(long, default_value_t = 5)]
+    pub tree_depth: u32,
+    /// Children of each inner category in the tree phase.
+    #[arg(long, default_value_t = generate::DEFAULT_TREE_FANOUT)]
+    pub tree_fanout: u64,
+    /// Share of the products the tree phase's moved subtree should hold, in (0, 1].
+    #[arg(long, default_value_t = 0.05)]
+    pub tree_move_share: f64,
+    /// Skip the tree phase.
+    #[arg(long, conflicts_with = "tree_only")]
+    pub no_tree: bool,
+    /// Run the tree phase only (no main phases, no file mode).
+    #[arg(long)]
+    pub tree_only: bool,
 }
 
 #[derive(Args, Debug)]
@@ -153,7 +169,7 @@ impl BenchArgs {
             seed: self.seed,
             ..MarketplaceSpec::default()
         };
-        let file_mode = match self.no_file_mode {
+        let file_mode = match self.no_file_mode || self.tree_only {
             true => None,
             false => Some(FileModeOptions {
                 marketplace: MarketplaceSpec {
@@ -176,6 +192,7 @@ impl BenchArgs {
                 update_batch_sizes: self.batch_sizes.clone(),
                 updates_per_round: self.updates_per_batch_size,
                 new_campaign_share: self.new_campaign_share,
+                tree: None,
             },
             workers: self.workers.clone(),
             json_feed: !self.no_json_feed,
@@ -183,6 +200,12 @@ impl BenchArgs {
             baselines: !self.no_baselines,
             exe: std::env::current_exe().context("cannot find the bench's own binary")?,
             file_mode,
+            main: !self.tree_only,
+            tree: (!self.no_tree).then_some(TreeOptions {
+                depth: self.tree_depth,
+                fanout: self.tree_fanout,
+                move_share: self.tree_move_share,
+            }),
         })
     }
 }

@@ -21,6 +21,7 @@ use super::engine;
 use super::measure::{peak_resident_bytes, resident_bytes, PhaseResult};
 use super::process::{run_measured, ProcessFigures};
 use super::report::{Kind, Memory};
+use super::tree::workload::TreeFigures;
 use super::workload::{Workload, WorkloadSpec};
 use generate::{generate, MarketplaceSpec};
 
@@ -58,6 +59,9 @@ pub struct ChildOutput {
     pub pairs_digest: u64,
     /// The engine's in-process memory figures (engine children only).
     pub memory: Option<Memory>,
+    /// What the tree phase changes (tree phase workloads only).
+    #[serde(default)]
+    pub tree: Option<TreeFigures>,
 }
 
 /// Runs `task` in a child process of `exe`; returns what it printed and what it cost.
@@ -95,6 +99,7 @@ fn run_implementation(spec: &WorkloadSpec, kind: Option<&Kind>, budget: Duration
         events: workload.events(),
         new_campaign_share: workload.new_campaign_share,
         resident_after_build_bytes: resident_bytes(),
+        tree: workload.tree.as_ref().map(|tree| tree.figures.clone()),
         ..ChildOutput::default()
     };
     let phases = workload.phases();

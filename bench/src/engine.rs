@@ -5,6 +5,10 @@
 //! so a batch's latency runs from its first record in to its last pair change out. The
 //! changes are taken by value at the end of the dataflow and checked after the clock stops
 //! (`collected`), as a sink would take them: the bench's own bookkeeping is not timed.
+//!
+//! A workload without category records runs with the categories input closed at once, as
+//! a job without a categories topic does: the tree's part of the dataflow then finishes at
+//! once and costs the flat case nothing per time.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,8 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::anyhow;
-use dataflows::decode::{decode_envelope, Change, Record};
-use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
+use dataflows::decode::{decode_category_id, decode_envelope, Change, Record};
+use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::{PairChanges, Upsert};
 use dataflows::reference::PairState;
 use dataflows::{render_eligibility, PairChange};
@@ -69,19 +73,21 @@ pub fn run(
         n => timely::Config::process(n),
     };
     let shared_results = results.clone();
+    let tree = workload.has_categories();
     let guards = timely::execute(config, move |worker| {
         let index = worker.index();
         let peers = worker.peers();
         let resident_before = resident_bytes();
         let collected: Rc<RefCell<CollectedPairs>> = Rc::default();
         let probe = ProbeHandle::new();
-        let (mut products, mut campaigns) = worker.dataflow::<Time, _, _>(|scope| {
+        let (mut products, mut campaigns, categories) = worker.dataflow::<Time, _, _>(|scope| {
             let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
+            let (categories_in, categories) = scope.new_input::<Vec<Upsert<CategoryId, Category>>>();
             let local = collected.clone();
             let counter = writes.clone();
             // Probed after the changes are taken, so a passed time has all of them here.
-            render_eligibility(products, campaigns, None)
+            render_eligibility(products, campaigns, categories, None)
                 .pair_changes(|pair| pair.hashed())
                 .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
                     move |input, _output| {
@@ -92,8 +98,10 @@ pub fn run(
                     }
                 })
                 .probe_with(&probe);
-            (products_in, campaigns_in)
+            (products_in, campaigns_in, categories_in)
         });
+        // Dropped, the input is closed from the start.
+        let mut categories = tree.then_some(categories);
 
         let mut time: Time = 0;
         let mut measured = Vec::with_capacity(phases.len());
@@ -122,11 +130,24 @@ pub fn run(
                             key,
                             change: Change::Campaign(value),
                         } => campaigns.send(Upsert { key, seq, value }),
+                        Record {
+                            key,
+                            change: Change::Category(value),
+                        } => {
+                            let key = decode_category_id(&key).expect("a decoded category record has a decimal key");
+                            categories
+                                .as_mut()
+                                .expect("a workload with category records keeps the input open")
+                                .send(Upsert { key, seq, value })
+                        }
                     }
                 }
                 time += 1;
                 products.advance_to(time);
                 campaigns.advance_to(time);
+                if let Some(categories) = categories.as_mut() {
+                    categories.advance_to(time);
+                }
                 while probe.less_than(&time) {
                     worker.step();
                 }
@@ -143,7 +164,7 @@ pub fn run(
             }
             measured.push(result);
         }
-        drop((products, campaigns));
+        drop((products, campaigns, categories));
         while worker.step() {}
         if index == 0 {
             *shared_results.lock().expect("poisoned") = Some((measured, resident_before, resident_loaded));

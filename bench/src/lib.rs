@@ -6,6 +6,8 @@
 //! event-log lines decoded inside the timed region), then the three baselines. All of them
 //! must end with the same pairs, or the run fails. Then the end-to-end file mode
 //! (`file_mode`): `eligibility run` against a hand-written equivalent on one event log.
+//! Then the tree phase (`tree`): a subtree move and a campaign on a top-level category, on
+//! the marketplace with a category tree and on the same marketplace kept flat.
 //! See docs/benchmarks.md.
 
 pub mod args;
@@ -20,6 +22,7 @@ pub mod process;
 pub mod processes;
 pub mod report;
 pub mod sweep;
+pub mod tree;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -34,6 +37,7 @@ use self::engine::Feed;
 use self::file_mode::FileModeOptions;
 use self::measure::{peak_resident_bytes, PhaseResult};
 use self::report::{BenchReport, ImplementationReport, Kind, WorkloadFigures};
+use self::tree::TreeOptions;
 use self::workload::{Batch, Workload, WorkloadSpec};
 
 /// One phase of the bench, in the order they run.
@@ -48,6 +52,11 @@ pub enum Phase {
     NewCampaign,
     /// An edit of that campaign's criteria.
     CampaignEdit,
+    /// The tree phase: one category's subtree moved under another parent (flat: the
+    /// campaign edits that move makes).
+    SubtreeMove,
+    /// The tree phase: a new campaign on a top-level category (flat: listing its subtree).
+    TopLevelCampaign,
 }
 
 impl Phase {
@@ -57,6 +66,8 @@ impl Phase {
             Phase::Updates { batch_size } => format!("updates, batch {batch_size}"),
             Phase::NewCampaign => "new campaign".into(),
             Phase::CampaignEdit => "campaign edit".into(),
+            Phase::SubtreeMove => "subtree move".into(),
+            Phase::TopLevelCampaign => "top-level campaign".into(),
         }
     }
 }
@@ -64,6 +75,9 @@ impl Phase {
 impl Workload {
     /// The phases this workload holds, in order.
     pub fn phases(&self) -> Vec<Phase> {
+        if self.tree.is_some() {
+            return vec![Phase::Bootstrap, Phase::SubtreeMove, Phase::TopLevelCampaign];
+        }
         let mut phases = vec![Phase::Bootstrap];
         phases.extend(self.rounds.iter().map(|round| Phase::Updates {
             batch_size: round.batch_size,
@@ -95,6 +109,8 @@ impl Workload {
                 .collect(),
             Phase::NewCampaign => vec![&self.new_campaign],
             Phase::CampaignEdit => vec![&self.campaign_edit],
+            Phase::SubtreeMove => self.tree.iter().map(|tree| &tree.subtree_move).collect(),
+            Phase::TopLevelCampaign => self.tree.iter().map(|tree| &tree.top_level_campaign).collect(),
         }
     }
 }
@@ -114,6 +130,10 @@ pub struct BenchOptions {
     pub exe: PathBuf,
     /// The end-to-end file-mode comparison, if asked.
     pub file_mode: Option<FileModeOptions>,
+    /// The main phases (bootstrap, updates, new campaign, campaign edit) in memory.
+    pub main: bool,
+    /// The tree phase, if asked.
+    pub tree: Option<TreeOptions>,
 }
 
 /// Runs the bench and checks that every implementation ends with the same pairs.
@@ -124,19 +144,25 @@ pub fn run(options: &BenchOptions) -> anyhow::Result<BenchReport> {
         kind,
         baseline_budget: options.baseline_budget,
     };
-    eprintln!("building the workload alone");
-    let (built, process) = child::spawn(&options.exe, &task(None))?;
-    let workload = WorkloadFigures {
-        products: built.products,
-        events: built.events,
-        new_campaign_share: built.new_campaign_share,
-        resident_after_build_bytes: built.resident_after_build_bytes,
-        process,
-    };
+    let mut workload = WorkloadFigures::default();
+    let mut built = ChildOutput::default();
+    if options.main {
+        eprintln!("building the workload alone");
+        let process;
+        (built, process) = child::spawn(&options.exe, &task(None))?;
+        workload = WorkloadFigures {
+            products: built.products,
+            events: built.events,
+            new_campaign_share: built.new_campaign_share,
+            resident_after_build_bytes: built.resident_after_build_bytes,
+            process,
+        };
+    }
     let mut implementations = Vec::new();
     let mut memory = None;
     let mut reference = None;
-    for kind in kinds(options) {
+    let main_kinds = if options.main { kinds(options) } else { Vec::new() };
+    for kind in main_kinds {
         let name = kind.name();
         eprintln!("running {name}");
         let (output, process) = child::spawn(&options.exe, &task(Some(kind.clone())))?;
@@ -159,7 +185,11 @@ pub fn run(options: &BenchOptions) -> anyhow::Result<BenchReport> {
         Some(file_options) => Some(file_mode::run(&options.exe, file_options)?),
         None => None,
     };
-    Ok(BenchReport::new(
+    let tree = match &options.tree {
+        Some(tree_options) => Some(tree::run(&options.exe, options, tree_options)?),
+        None => None,
+    };
+    let mut report = BenchReport::new(
         options,
         workload,
         implementations,
@@ -167,7 +197,9 @@ pub fn run(options: &BenchOptions) -> anyhow::Result<BenchReport> {
         peak_resident_bytes(),
         started.elapsed(),
         file_mode,
-    ))
+    );
+    report.tree = tree;
+    Ok(report)
 }
 
 /// The implementations to run, in order: the engine on each feed and worker count, then

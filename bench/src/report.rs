@@ -10,6 +10,7 @@ use super::file_mode::FileModeReport;
 use super::measure::{kib_field, PhaseResult};
 use super::process::ProcessFigures;
 use super::processes;
+use super::tree::TreeReport;
 use super::{BenchOptions, Phase};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -35,6 +36,9 @@ pub struct BenchReport {
     /// `eligibility run` against the hand-written file-mode baseline, when run.
     #[serde(default)]
     pub file_mode: Option<FileModeReport>,
+    /// The tree phase, when run.
+    #[serde(default)]
+    pub tree: Option<TreeReport>,
 }
 
 /// The workload, as the process that only builds it saw it.
@@ -143,6 +147,7 @@ impl BenchReport {
             peak_resident_bytes,
             seconds: elapsed.as_secs_f64(),
             file_mode,
+            tree: None,
         }
     }
 
@@ -161,6 +166,13 @@ impl BenchReport {
     /// Markdown: one table per phase, each figure with its ratio to the engine's.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
+        if self.implementations.is_empty() {
+            // Only the tree phase ran.
+            if let Some(tree) = &self.tree {
+                out.push_str(&tree.to_markdown());
+            }
+            return out;
+        }
         let _ = writeln!(
             out,
             "{} products, {} sellers, {} categories, {} brands, {} campaigns (seed {}); {} on {} cores; new campaign reaches {:.1}% of products.\n",
@@ -227,6 +239,9 @@ impl BenchReport {
         out.push_str(&processes::markdown(self));
         if let Some(file_mode) = &self.file_mode {
             out.push_str(&file_mode.to_markdown());
+        }
+        if let Some(tree) = &self.tree {
+            out.push_str(&tree.to_markdown());
         }
         out.push_str(&self.goals());
         out

@@ -53,7 +53,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         ]);
         command.arg("--json").arg(&json);
         // The sweep plots the in-memory phases only.
-        command.arg("--no-file-mode");
+        command.args(["--no-file-mode", "--no-tree"]);
         if args.no_json_feed {
             command.arg("--no-json-feed");
         }

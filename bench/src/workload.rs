@@ -5,17 +5,22 @@
 //! campaign of a chosen reach, one edit of that campaign. Every event exists both as a
 //! decoded record and as its event-log line, so the engine can be timed with and without
 //! the JSON decode.
+//!
+//! The tree phase's workloads (`crate::tree::workload`) are built here too, from the same
+//! spec with its `tree` set: a load, one subtree move and one top-level campaign.
 
 use std::collections::HashMap;
 
 use dataflows::decode::{decode_envelope, Change, Record};
-use dataflows::model::{Campaign, CategoryId, Product};
+use dataflows::model::{Campaign, Category, CategoryId, Product};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use generate::zipf::Zipf;
-use generate::{campaign_line, generate_to_vec, product_line, MarketplaceSpec};
+use generate::{campaign_line, category_line, generate_to_vec, product_line, MarketplaceSpec};
+
+use crate::tree::workload::{TreeBatches, TreePhaseSpec};
 
 /// A batch of events, in both forms.
 #[derive(Clone, Debug, Default)]
@@ -33,7 +38,7 @@ impl Batch {
         self.records.is_empty()
     }
 
-    fn push_product(&mut self, key: &str, product: Option<Product>) {
+    pub(crate) fn push_product(&mut self, key: &str, product: Option<Product>) {
         self.lines.push(product_line(key, product.as_ref()));
         self.records.push(Record {
             key: key.to_owned(),
@@ -41,12 +46,33 @@ impl Batch {
         });
     }
 
-    fn push_campaign(&mut self, key: &str, campaign: Option<Campaign>) {
+    pub(crate) fn push_campaign(&mut self, key: &str, campaign: Option<Campaign>) {
         self.lines.push(campaign_line(key, campaign.as_ref()));
         self.records.push(Record {
             key: key.to_owned(),
             change: Change::Campaign(campaign),
         });
+    }
+
+    pub(crate) fn push_category(&mut self, id: CategoryId, category: Option<Category>) {
+        self.lines.push(category_line(id, category.as_ref()));
+        self.records.push(Record {
+            key: id.to_string(),
+            change: Change::Category(category),
+        });
+    }
+
+    /// Adds a record with its line to the last batch, or to a new one once it holds `size`.
+    pub(crate) fn push_into(batches: &mut Vec<Batch>, size: usize, line: String, record: Record) {
+        let batch = match batches.last_mut() {
+            Some(batch) if batch.len() < size.max(1) => batch,
+            _ => {
+                batches.push(Batch::default());
+                batches.last_mut().expect("just pushed")
+            }
+        };
+        batch.lines.push(line);
+        batch.records.push(record);
     }
 }
 
@@ -67,8 +93,12 @@ pub struct WorkloadSpec {
     pub update_batch_sizes: Vec<usize>,
     /// Product updates generated for each batch size (rounded up to whole batches).
     pub updates_per_round: usize,
-    /// Share of all products the new campaign should match, in `(0, 1]`.
+    /// Share of all products the new campaign should match, in `(0, 1]`; in the tree
+    /// phase, the share the top-level campaign's category should come closest to.
     pub new_campaign_share: f64,
+    /// Set for the tree phase: which of its workloads to build instead of the main one.
+    #[serde(default)]
+    pub tree: Option<TreePhaseSpec>,
 }
 
 /// Everything the implementations are fed, in order.
@@ -80,12 +110,17 @@ pub struct Workload {
     /// The share of the products the new campaign matches once it is in.
     pub new_campaign_share: f64,
     pub campaign_edit: Batch,
+    /// The tree phase's changes, in a tree phase workload (which has no other phases).
+    pub tree: Option<TreeBatches>,
 }
 
 pub const NEW_CAMPAIGN_KEY: &str = "c-bench-new";
 
 impl Workload {
     pub fn build(spec: &WorkloadSpec) -> Workload {
+        if let Some(tree) = &spec.tree {
+            return crate::tree::workload::build(spec, tree);
+        }
         let marketplace = MarketplaceSpec {
             updates: 0,
             malformed_share: 0.0,
@@ -93,23 +128,14 @@ impl Workload {
         };
         let log = generate_to_vec(&marketplace);
         let mut products: Vec<(String, Product)> = Vec::with_capacity(marketplace.products as usize);
-        let mut load = vec![Batch::default()];
+        let mut load = Vec::new();
         for line in log.split(|b| *b == b'\n').filter(|line| !line.is_empty()) {
             let record = decode_envelope(line).expect("the generator writes valid records");
             if let Change::Product(Some(product)) = &record.change {
                 products.push((record.key.clone(), *product));
             }
-            let batch = match load.last_mut() {
-                Some(batch) if batch.len() < spec.load_batch_size.max(1) => batch,
-                _ => {
-                    load.push(Batch::default());
-                    load.last_mut().expect("just pushed")
-                }
-            };
-            batch
-                .lines
-                .push(String::from_utf8(line.to_vec()).expect("the generator writes UTF-8"));
-            batch.records.push(record);
+            let line = String::from_utf8(line.to_vec()).expect("the generator writes UTF-8");
+            Batch::push_into(&mut load, spec.load_batch_size, line, record);
         }
 
         let mut rng = ChaCha8Rng::seed_from_u64(marketplace.seed ^ 0xbe9c);
@@ -145,7 +171,21 @@ impl Workload {
             new_campaign,
             new_campaign_share: share,
             campaign_edit,
+            tree: None,
         }
+    }
+
+    /// Whether any record is a category's: if not, the engine runs without a tree.
+    pub fn has_categories(&self) -> bool {
+        let tree = self
+            .tree
+            .iter()
+            .flat_map(|tree| [&tree.subtree_move, &tree.top_level_campaign]);
+        self.load
+            .iter()
+            .chain(tree)
+            .flat_map(|batch| &batch.records)
+            .any(|record| matches!(record.change, Change::Category(_)))
     }
 
     /// Every batch in the order the implementations apply them.
@@ -159,6 +199,10 @@ impl Workload {
                 .sum::<usize>()
             + self.new_campaign.len()
             + self.campaign_edit.len()
+            + self
+                .tree
+                .as_ref()
+                .map_or(0, |tree| tree.subtree_move.len() + tree.top_level_campaign.len())
     }
 }
 
@@ -239,6 +283,7 @@ mod tests {
             update_batch_sizes: vec![1, 100],
             updates_per_round: 250,
             new_campaign_share: 0.2,
+            tree: None,
         }
     }
 

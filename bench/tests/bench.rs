@@ -29,6 +29,7 @@ fn spec(seed: u64) -> WorkloadSpec {
         update_batch_sizes: vec![1, 50],
         updates_per_round: 200,
         new_campaign_share: 0.15,
+        tree: None,
     }
 }
 
@@ -83,6 +84,8 @@ fn options(seed: u64, baseline_budget: Duration) -> BenchOptions {
         baselines: true,
         exe: exe(),
         file_mode: None,
+        main: true,
+        tree: None,
     }
 }
 
@@ -248,6 +251,10 @@ fn file_mode_outputs_match_and_every_process_is_measured() {
         stdout.contains("#### file mode") && stdout.contains("2 workers over 1"),
         "{stdout}"
     );
+    // The tree phase runs by default, after the file mode.
+    let tree = report.tree.as_ref().expect("the tree phase runs by default");
+    assert_eq!(tree.runs.len(), 2 * 5);
+    assert!(stdout.contains("#### category trees"), "{stdout}");
     assert!(!dir.path().join("work/events.jsonl").exists(), "the log is removed");
 }
 

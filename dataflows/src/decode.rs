@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::model::{Campaign, IdSet, Product, Topic};
+use crate::model::{Campaign, Category, CategoryId, IdSet, Product, Topic};
 use crate::number::{self, NumberError};
 
 /// The kind of a JSON value, for error messages.
@@ -64,7 +64,7 @@ pub enum DecodeError {
     MissingTopic,
     #[error("`topic` must be a string, found {0}")]
     TopicNotString(JsonKind),
-    #[error("unknown topic {0:?} (expected \"products\" or \"campaigns\")")]
+    #[error("unknown topic {0:?} (expected \"products\", \"campaigns\" or \"categories\")")]
     UnknownTopic(String),
     #[error("record has no key")]
     MissingKey,
@@ -72,6 +72,9 @@ pub enum DecodeError {
     KeyNotString(JsonKind),
     #[error("key is empty")]
     EmptyKey,
+    /// A `categories` key: the category id in decimal, digits only.
+    #[error("category key must be a decimal integer from 0 to {max}, found {0:?}", max = u64::MAX)]
+    CategoryKey(String),
     #[error("record has no `value` (a tombstone is an explicit null)")]
     MissingValue,
     #[error("missing required field `{0}`")]
@@ -101,6 +104,7 @@ impl DecodeError {
             DecodeError::MissingTopic => "missing_topic",
             DecodeError::TopicNotString(_) | DecodeError::UnknownTopic(_) => "unknown_topic",
             DecodeError::MissingKey | DecodeError::KeyNotString(_) | DecodeError::EmptyKey => "missing_key",
+            DecodeError::CategoryKey(_) => "bad_key",
             DecodeError::MissingValue => "missing_value",
             DecodeError::MissingField(_) => "missing_field",
             DecodeError::WrongType { .. } => "wrong_type",
@@ -116,6 +120,7 @@ impl DecodeError {
 pub enum Change {
     Product(Option<Product>),
     Campaign(Option<Campaign>),
+    Category(Option<Category>),
 }
 
 impl Change {
@@ -123,11 +128,14 @@ impl Change {
         match self {
             Change::Product(_) => Topic::Products,
             Change::Campaign(_) => Topic::Campaigns,
+            Change::Category(_) => Topic::Categories,
         }
     }
 }
 
 /// A decoded changelog record: the entity's id and its new state.
+///
+/// For a [`Change::Category`], `key` has passed [`decode_category_id`], which gives the id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record {
     pub key: String,
@@ -184,6 +192,12 @@ struct CampaignFields<'a> {
     min_stock: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     active: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CategoryFields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    parent_id: Option<&'a RawValue>,
 }
 
 /// Parses `text` as a JSON object of the shape `T`, naming `what` it is in errors.
@@ -349,12 +363,43 @@ pub fn decode_campaign(value: Option<&str>) -> Result<Option<Campaign>, DecodeEr
     }))
 }
 
+/// Decodes a category value (`parent_id` absent or null for a root); `None` is a tombstone.
+pub fn decode_category(value: Option<&str>) -> Result<Option<Category>, DecodeError> {
+    let Some(text) = value else { return Ok(None) };
+    let fields: CategoryFields = parse_object(text, "category value")?;
+    Ok(Some(Category {
+        parent_id: optional(fields.parent_id)
+            .map(|raw| integer("parent_id", raw, u64::MAX))
+            .transpose()?,
+    }))
+}
+
 /// Decodes the value of a record on `topic`; `None` (a null value) is a tombstone.
 pub fn decode_value(topic: Topic, value: Option<&str>) -> Result<Change, DecodeError> {
     Ok(match topic {
         Topic::Products => Change::Product(decode_product(value)?),
         Topic::Campaigns => Change::Campaign(decode_campaign(value)?),
+        Topic::Categories => Change::Category(decode_category(value)?),
     })
+}
+
+/// The id a `categories` key names: a decimal integer, ASCII digits only (no sign, no
+/// spaces, no exponent), that fits 64 bits. Leading zeros name the same id.
+pub fn decode_category_id(key: &str) -> Result<CategoryId, DecodeError> {
+    let bad = || DecodeError::CategoryKey(key.to_owned());
+    // `u64::from_str` alone would also take a leading `+`.
+    if key.is_empty() || !key.bytes().all(|byte| byte.is_ascii_digit()) {
+        return Err(bad());
+    }
+    key.parse().map_err(|_| bad())
+}
+
+/// Checks what a topic asks of its keys beyond being a non-empty string.
+fn check_key(topic: Topic, key: &str) -> Result<(), DecodeError> {
+    match topic {
+        Topic::Products | Topic::Campaigns => Ok(()),
+        Topic::Categories => decode_category_id(key).map(|_| ()),
+    }
 }
 
 /// Checks a changelog key: a non-empty string.
@@ -370,6 +415,7 @@ pub fn decode_key(key: Option<&[u8]>) -> Result<String, DecodeError> {
 /// Decodes a Kafka-style record: raw key and value bytes, a null value being a tombstone.
 pub fn decode_message(topic: Topic, key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Record, DecodeError> {
     let key = decode_key(key)?;
+    check_key(topic, &key)?;
     let value = value
         .map(|bytes| std::str::from_utf8(bytes).map_err(|_| DecodeError::NotUtf8))
         .transpose()?;
@@ -388,7 +434,8 @@ pub struct Envelope<'a> {
     pub value: Option<&'a str>,
 }
 
-/// Splits one line of the JSONL event log into topic, key and raw value.
+/// Splits one line of the JSONL event log into topic, key and raw value. What a topic asks
+/// of its key beyond a non-empty string (a category id) is checked by [`decode_envelope`].
 pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
     let text = std::str::from_utf8(line).map_err(|_| DecodeError::NotUtf8)?;
     let fields: EnvelopeFields = parse_object(text, "record")?;
@@ -403,6 +450,7 @@ pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
     let topic = match topic_name.as_str() {
         "products" => Topic::Products,
         "campaigns" => Topic::Campaigns,
+        "categories" => Topic::Categories,
         _ => return Err(DecodeError::UnknownTopic(topic_name)),
     };
 
@@ -427,6 +475,7 @@ pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
 /// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}`.
 pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
     let envelope = split_envelope(line)?;
+    check_key(envelope.topic, &envelope.key)?;
     Ok(Record {
         change: decode_value(envelope.topic, envelope.value)?,
         key: envelope.key,

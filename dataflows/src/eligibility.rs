@@ -1,12 +1,21 @@
 //! The eligibility dataflow: changelogs in, per-pair (count, stock) totals out.
 //!
 //! ```text
+//!  categories (Upsert)
+//!        |  exchange by category id
+//!   CategoryEdges: (child, parent) ±1
+//!        |
+//!   iterate { closure ⋈ edges ∪ edges, distinct }   recursive: any depth, cycles end
+//!        |  (category, strict ancestor) ±1 per time
+//!    broadcast ---------------------------------------+
+//!                                                     |
 //!  products (Upsert, text id)                 campaigns (Upsert)
 //!        |  id -> ProductKey (128-bit hash)          |
 //!        |                                       broadcast ------------------+
 //!        |  exchange by product key                  |                       |
 //!        +------------> EligiblePairs <--------------+                       |
 //!                 products once per worker, every campaign,                  |
+//!                 the tree both ways (ancestors, descendants);               |
 //!                 joined through predicate keys; summed per time             |
 //!                             |  ((campaign tag, seller), (Δproducts, Δstock))
 //!                             |  exchange by pair                            |
@@ -15,22 +24,28 @@
 //!            PairChange: each moved pair once per time, old and new figures
 //! ```
 //!
-//! A product change touches only the campaigns indexed under its keys, on the worker that
-//! holds the product: it never moves and is never copied under other keys. A campaign
-//! change touches only the products under its categories (or one scan of each worker's
-//! share, for campaigns without categories), so it recomputes only its own pairs. The
-//! totals are one hash map entry per pair, on the worker the pair hashes to.
+//! A product change touches only the campaigns indexed under its keys (its category's
+//! ancestors among them), on the worker that holds the product: it never moves and is
+//! never copied under other keys. A campaign change touches only the products under its
+//! categories and their descendants (or one scan of each worker's share, for campaigns
+//! without list criteria), so it recomputes only its own pairs. A tree change touches only
+//! the products of the categories whose ancestors changed, for the campaigns naming an
+//! ancestor lost or gained. The totals are one hash map entry per pair, on the worker the
+//! pair hashes to.
 //!
 //! Why not differential's `join` and `count`: campaigns are a small dimension beside the
 //! products, so a broadcast hash join that keeps each product once beats arrangements that
 //! keep it under each of its keys and re-sort it at every merge (docs/benchmarks.md). The
 //! output is still exact per time, whatever the worker count: a pair's change is formed
-//! once, where its totals live, so no later stage consolidates or re-sorts it.
+//! once, where its totals live, so no later stage consolidates or re-sorts it. The tree
+//! is a small dimension too, but recursive: its closure is the one place where
+//! differential's `iterate` pays, and only its changes reach the matcher.
 
 use timely::dataflow::operators::vec::{Broadcast, Map};
 use timely::dataflow::Stream;
 
-use crate::model::{Campaign, CampaignId, PairChange, Product, ProductId, ProductKey, Time};
+use crate::model::{Campaign, CampaignId, Category, CategoryId, PairChange, Product, ProductId, ProductKey, Time};
+use crate::operators::ancestors::ancestor_changes;
 use crate::operators::eligible_pairs::eligible_pairs;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
@@ -41,9 +56,18 @@ use crate::operators::Upsert;
 /// `quiet_until`, for a rebuild: the changes of the times up to it are not emitted one by
 /// one; the pairs reached at `quiet_until` come out at `quiet_until` instead, as changes
 /// from nothing (for `reconcile_with_held`).
+///
+/// `categories` is the tree's changelog, keyed by category id. A job without one passes a
+/// stream that is closed from the start (timely's `empty`, or an input closed at once) and
+/// sees a flat tree at exactly the flat cost: the recursive part finishes at once. An open
+/// stream that carries no record gives the same pairs, but every logical time then passes
+/// through the recursive part's progress tracking, some 15-20 µs per time on one worker:
+/// nothing beside batches of thousands of updates, but more than doubling the cost of
+/// five-update batches.
 pub fn render_eligibility<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductId, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
+    categories: Stream<'scope, Time, Vec<Upsert<CategoryId, Category>>>,
     quiet_until: Option<Time>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     // Hashed where the record enters, before any exchange sees the text id.
@@ -53,6 +77,7 @@ pub fn render_eligibility<'scope>(
         value: update.value,
     });
     let campaigns = campaigns.broadcast();
-    let deltas = eligible_pairs(products, campaigns.clone());
+    let ancestors = ancestor_changes(categories).broadcast();
+    let deltas = eligible_pairs(products, campaigns.clone(), ancestors);
     pair_totals(deltas, campaigns, quiet_until)
 }

@@ -13,4 +13,4 @@ pub mod rule;
 pub mod state;
 
 pub use eligibility::render_eligibility;
-pub use model::{Campaign, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};
+pub use model::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};

@@ -64,6 +64,15 @@ pub struct Product {
     pub stock: u32,
 }
 
+/// A node of the category tree: its parent, `None` for a root.
+///
+/// A category without a record is a root too; `parent_id` may name a category that has no
+/// record (another root), or form a cycle (SPEC.md, "Category trees").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Category {
+    pub parent_id: Option<CategoryId>,
+}
+
 /// A campaign's participation criteria.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Campaign {
@@ -128,11 +137,13 @@ impl FromIterator<u64> for IdSet {
     }
 }
 
-/// The two changelogs the job reads.
+/// The three changelogs the job reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Topic {
     Products,
     Campaigns,
+    /// The category tree, keyed by the category id in decimal.
+    Categories,
 }
 
 impl Topic {
@@ -140,6 +151,7 @@ impl Topic {
         match self {
             Topic::Products => "products",
             Topic::Campaigns => "campaigns",
+            Topic::Categories => "categories",
         }
     }
 }

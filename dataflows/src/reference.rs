@@ -1,27 +1,28 @@
 //! A brute-force reference: the current entities in maps, pairs recounted from scratch.
 //!
 //! Tests compare the dataflow against it, and benchmarks use it to check that every
-//! implementation agrees. It checks every product against every campaign, so it is only
-//! meant for small inputs.
+//! implementation agrees. It checks every product against every campaign, and finds a
+//! category's ancestors by walking up its parents, so it is only meant for small inputs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::decode::Change;
-use crate::model::{Campaign, PairChange, PairFigures, PairKey, Product, Time};
+use crate::decode::{decode_category_id, Change};
+use crate::model::{Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
 use crate::rule::is_eligible;
 
 /// Every existing pair with its figures.
 pub type PairState = BTreeMap<PairKey, PairFigures>;
 
-/// The current products and campaigns, by id.
+/// The current products, campaigns and categories, by id.
 #[derive(Clone, Debug, Default)]
 pub struct ReferenceState {
     pub products: BTreeMap<String, Product>,
     pub campaigns: BTreeMap<String, Campaign>,
+    pub categories: BTreeMap<CategoryId, Category>,
 }
 
 impl ReferenceState {
-    /// Applies one upsert or tombstone.
+    /// Applies one upsert or tombstone. A category's `key` must be a decoded one (decimal).
     pub fn apply(&mut self, key: &str, change: &Change) {
         match change {
             Change::Product(Some(product)) => {
@@ -36,15 +37,44 @@ impl ReferenceState {
             Change::Campaign(None) => {
                 self.campaigns.remove(key);
             }
+            Change::Category(category) => {
+                let id = decode_category_id(key).expect("a category record's key is a decoded category id");
+                match category {
+                    Some(category) => self.categories.insert(id, *category),
+                    None => self.categories.remove(&id),
+                };
+            }
         }
+    }
+
+    /// The ancestors of `category` besides itself: every category reached by following
+    /// `parent_id` from it, stopping where a category has no parent (no record, or a
+    /// root's) or where the walk comes back to a category it passed (a cycle). On a cycle,
+    /// `category` reaches itself, which is left out.
+    pub fn ancestors(&self, category: CategoryId) -> BTreeSet<CategoryId> {
+        let mut ancestors = BTreeSet::new();
+        let mut at = category;
+        while let Some(parent) = self.categories.get(&at).and_then(|node| node.parent_id) {
+            if parent == category || !ancestors.insert(parent) {
+                break;
+            }
+            at = parent;
+        }
+        ancestors
     }
 
     /// Recounts every pair by checking every product against every campaign.
     pub fn pairs(&self) -> PairState {
         let mut pairs = PairState::new();
+        let mut ancestors: BTreeMap<CategoryId, Vec<CategoryId>> = BTreeMap::new();
+        for product in self.products.values() {
+            ancestors
+                .entry(product.category_id)
+                .or_insert_with(|| self.ancestors(product.category_id).into_iter().collect());
+        }
         for (campaign_id, campaign) in &self.campaigns {
             for product in self.products.values() {
-                if is_eligible(product, campaign) {
+                if is_eligible(product, &ancestors[&product.category_id], campaign) {
                     let figures = pairs
                         .entry(PairKey {
                             campaign_id: campaign_id.clone(),
@@ -140,4 +170,54 @@ pub fn apply_changes<S: PairStore>(state: &mut S, changes: &[PairChange]) -> Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(edges: &[(CategoryId, Option<CategoryId>)]) -> ReferenceState {
+        let mut state = ReferenceState::default();
+        for (id, parent_id) in edges {
+            state.apply(
+                &id.to_string(),
+                &Change::Category(Some(Category { parent_id: *parent_id })),
+            );
+        }
+        state
+    }
+
+    fn ancestors(state: &ReferenceState, category: CategoryId) -> Vec<CategoryId> {
+        state.ancestors(category).into_iter().collect()
+    }
+
+    #[test]
+    fn ancestors_follow_parents_through_chains_cycles_and_missing_records() {
+        // 4 -> 3 -> 2 -> 1 (root record); 9 -> 8 with no record for 8;
+        // 5 -> 6 -> 7 -> 5 a cycle, and 10 -> 6 leading into it; 11 its own parent.
+        let mut state = tree(&[
+            (4, Some(3)),
+            (3, Some(2)),
+            (2, Some(1)),
+            (1, None),
+            (9, Some(8)),
+            (5, Some(6)),
+            (6, Some(7)),
+            (7, Some(5)),
+            (10, Some(6)),
+            (11, Some(11)),
+        ]);
+        assert_eq!(ancestors(&state, 4), vec![1, 2, 3]);
+        assert_eq!(ancestors(&state, 1), Vec::<CategoryId>::new());
+        assert_eq!(ancestors(&state, 9), vec![8]);
+        assert_eq!(ancestors(&state, 8), Vec::<CategoryId>::new(), "no record: a root");
+        assert_eq!(ancestors(&state, 99), Vec::<CategoryId>::new(), "never named: a root");
+        assert_eq!(ancestors(&state, 5), vec![6, 7]);
+        assert_eq!(ancestors(&state, 7), vec![5, 6]);
+        assert_eq!(ancestors(&state, 10), vec![5, 6, 7]);
+        assert_eq!(ancestors(&state, 11), Vec::<CategoryId>::new());
+        // A tombstone makes 2 a root: 4 keeps 3 and 2 only.
+        state.apply("2", &Change::Category(None));
+        assert_eq!(ancestors(&state, 4), vec![2, 3]);
+    }
 }

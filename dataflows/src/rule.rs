@@ -6,24 +6,54 @@
 //! under its own category, brand and seller, so the join on these keys yields exactly the
 //! (product, campaign) candidates that pass the indexed criterion, each once.
 //!
-//! Invariant: `is_eligible(p, c)` holds exactly when `p` carries one of the keys of
-//! `index_campaign(c)` and the residual returned with them admits `p`. The residual is the
-//! campaign with the indexed list cleared, so it is checked by `is_eligible` itself.
+//! With a category tree, a product is also met under each ancestor of its category, so a
+//! campaign naming both a category and one of its ancestors would meet the product twice:
+//! it counts only under the least of its categories the product falls in
+//! ([`first_category_met`]).
+//!
+//! Invariant: `is_eligible(p, ancestors, c)` holds exactly when `p` carries one of the keys
+//! of `index_campaign(c)` (its category's ancestors count as category keys), that key is the
+//! first one met, and the residual returned with the keys admits `p`. The residual is the
+//! campaign with the indexed list cleared, so it is checked by `is_eligible` itself, with
+//! no ancestors: it has no category criterion left (categories are indexed first).
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Campaign, Product};
+use crate::model::{Campaign, CategoryId, IdSet, Product};
 
-/// Whether product `p` may join campaign `c`.
-pub fn is_eligible(p: &Product, c: &Campaign) -> bool {
+/// The ancestors to pass for a product whose category has none but itself, or for a
+/// residual, which has no category criterion.
+pub const NO_ANCESTORS: &[CategoryId] = &[];
+
+/// Whether product `p` may join campaign `c`; `ancestors` are those of `p.category_id`
+/// besides the category itself (which always counts), in any order.
+pub fn is_eligible(p: &Product, ancestors: &[CategoryId], c: &Campaign) -> bool {
     c.active
-        && c.category_ids.admits(p.category_id)
+        && admits_category(&c.category_ids, p.category_id, ancestors)
         && c.brand_ids.admits(p.brand_id)
         && c.seller_ids.admits(p.seller_id)
         && !c.excluded_seller_ids.contains(p.seller_id)
         && c.min_price_minor.is_none_or(|min| p.price_minor >= min)
         && c.max_price_minor.is_none_or(|max| p.price_minor <= max)
         && u64::from(p.stock) >= c.min_stock
+}
+
+/// Whether a campaign's `categories` admit a product of `category` with these other
+/// `ancestors`: an empty list admits every category, else one of them must be named.
+pub fn admits_category(categories: &IdSet, category: CategoryId, ancestors: &[CategoryId]) -> bool {
+    categories.is_empty() || first_category_met(categories, category, ancestors).is_some()
+}
+
+/// The least of `categories` that is `category` or one of its other `ancestors`: the one
+/// key under which a category-indexed campaign counts a product of `category`.
+pub fn first_category_met(categories: &IdSet, category: CategoryId, ancestors: &[CategoryId]) -> Option<CategoryId> {
+    let mut first = categories.contains(category).then_some(category);
+    for &ancestor in ancestors {
+        if first.is_none_or(|first| ancestor < first) && categories.contains(ancestor) {
+            first = Some(ancestor);
+        }
+    }
+    first
 }
 
 /// A key under which products and campaigns meet.
@@ -96,7 +126,7 @@ mod tests {
 
     #[test]
     fn defaults_admit_everything() {
-        assert!(is_eligible(&product(), &Campaign::unrestricted()));
+        assert!(is_eligible(&product(), NO_ANCESTORS, &Campaign::unrestricted()));
     }
 
     #[test]
@@ -105,7 +135,7 @@ mod tests {
             active: false,
             ..Campaign::unrestricted()
         };
-        assert!(!is_eligible(&product(), &c));
+        assert!(!is_eligible(&product(), NO_ANCESTORS, &c));
         assert_eq!(index_campaign(&c), None);
     }
 
@@ -232,8 +262,32 @@ mod tests {
             ),
         ];
         for (campaign, expected) in cases {
-            assert_eq!(is_eligible(&p, &campaign), expected, "{campaign:?}");
+            assert_eq!(is_eligible(&p, NO_ANCESTORS, &campaign), expected, "{campaign:?}");
         }
+    }
+
+    #[test]
+    fn a_category_criterion_holds_through_an_ancestor() {
+        let p = product();
+        let in_ = |categories: &[u64]| Campaign {
+            category_ids: ids(categories),
+            ..Campaign::unrestricted()
+        };
+        // 1001's ancestors besides itself: 10 and 1.
+        let ancestors = [10, 1];
+        assert!(is_eligible(&p, &ancestors, &in_(&[1])));
+        assert!(is_eligible(&p, &ancestors, &in_(&[10, 77])));
+        assert!(is_eligible(&p, &ancestors, &in_(&[1001])));
+        assert!(!is_eligible(&p, &ancestors, &in_(&[100])));
+        assert!(
+            !is_eligible(&p, NO_ANCESTORS, &in_(&[1])),
+            "flat: only the category itself"
+        );
+        // The first category met is the least named one among the product's ancestors.
+        assert_eq!(first_category_met(&ids(&[10, 1001]), 1001, &ancestors), Some(10));
+        assert_eq!(first_category_met(&ids(&[1, 10, 1001]), 1001, &ancestors), Some(1));
+        assert_eq!(first_category_met(&ids(&[1001, 2000]), 1001, &ancestors), Some(1001));
+        assert_eq!(first_category_met(&ids(&[2000]), 1001, &ancestors), None);
     }
 
     #[test]
@@ -322,20 +376,46 @@ mod tests {
             )
         }
 
+        /// Other ancestors of a product's category: a few small ids, maybe the category
+        /// itself (on a cycle), in any order.
+        fn ancestors() -> impl Strategy<Value = Vec<u64>> {
+            prop::collection::vec(0..6u64, 0..4).prop_map(|mut ids| {
+                ids.dedup();
+                ids
+            })
+        }
+
         proptest! {
-            /// The join on index keys plus the residual check decides exactly what the rule does.
+            /// The join on index keys (a product's category meets under each of its
+            /// ancestors too), counted under the first category met, plus the residual
+            /// check decides exactly what the rule does.
             #[test]
-            fn index_keys_and_residual_decide_like_the_rule(p in product(), c in campaign()) {
+            fn index_keys_and_residual_decide_like_the_rule(p in product(), ancestors in ancestors(), c in campaign()) {
+                let mut product_keys = p.predicate_keys().to_vec();
+                product_keys.extend(ancestors.iter().map(|a| PredicateKey::Category(*a)));
                 let joined = match index_campaign(&c) {
                     None => false,
                     Some(CampaignIndex::Keys(keys, residual)) => {
-                        let meets = keys.iter().filter(|key| p.predicate_keys().contains(key)).count();
-                        prop_assert!(meets <= 1, "a product meets a campaign at most once");
-                        meets == 1 && is_eligible(&p, &residual)
+                        let counted = keys
+                            .iter()
+                            .filter(|key| product_keys.contains(key))
+                            .filter(|key| match key {
+                                PredicateKey::Category(category) => {
+                                    first_category_met(&c.category_ids, p.category_id, &ancestors) == Some(*category)
+                                }
+                                _ => true,
+                            })
+                            .count();
+                        prop_assert!(counted <= 1, "a product counts for a campaign at most once");
+                        prop_assert!(residual.category_ids.is_empty(), "a residual has no category criterion");
+                        counted == 1 && is_eligible(&p, NO_ANCESTORS, &residual)
                     }
-                    Some(CampaignIndex::EveryCategory(residual)) => is_eligible(&p, &residual),
+                    Some(CampaignIndex::EveryCategory(residual)) => {
+                        prop_assert!(residual.category_ids.is_empty());
+                        is_eligible(&p, NO_ANCESTORS, &residual)
+                    }
                 };
-                prop_assert_eq!(joined, is_eligible(&p, &c));
+                prop_assert_eq!(joined, is_eligible(&p, &ancestors, &c));
             }
         }
     }

@@ -1,63 +1,14 @@
 //! The eligibility dataflow on small, hand-checked cases, on one and several workers.
 
+mod support;
+
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use dataflows::operators::{PairChanges, Upsert};
 use dataflows::{render_eligibility, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
+use support::{run, run_with, Event, Inputs};
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::Input;
-
-/// One input record: product or campaign, key, new state.
-#[derive(Clone)]
-enum Event {
-    Product(&'static str, Option<Product>),
-    Campaign(&'static str, Option<Campaign>),
-}
-
-/// Runs `batches` (one logical time each) and returns the changes, sorted.
-fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
-    let (send, recv) = mpsc::channel();
-    let send = Arc::new(Mutex::new(send));
-    let batches = Arc::new(batches);
-    timely::execute(timely::Config::process(workers), move |worker| {
-        let send = send.lock().unwrap().clone();
-        let (mut products, mut campaigns) = worker.dataflow::<u64, _, _>(|scope| {
-            let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
-            let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
-            render_eligibility(products, campaigns, None)
-                .pair_changes(|_| 0)
-                .capture_into(send);
-            (products_in, campaigns_in)
-        });
-        // Worker 0 feeds everything; the others only advance time.
-        for (time, batch) in batches.iter().enumerate() {
-            products.advance_to(time as u64);
-            campaigns.advance_to(time as u64);
-            if worker.index() == 0 {
-                for (seq, event) in batch.iter().enumerate() {
-                    let seq = seq as u64;
-                    match event.clone() {
-                        Event::Product(key, value) => products.send(Upsert {
-                            key: key.into(),
-                            seq,
-                            value,
-                        }),
-                        Event::Campaign(key, value) => campaigns.send(Upsert {
-                            key: key.into(),
-                            seq,
-                            value,
-                        }),
-                    }
-                }
-            }
-        }
-    })
-    .unwrap();
-    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
-    changes.sort();
-    changes
-}
 
 fn product(seller_id: u64, category_id: u64, price_minor: u64, stock: u32) -> Product {
     Product {
@@ -137,6 +88,25 @@ fn counts_and_stock_follow_product_changes() {
             ],
             "workers: {workers}"
         );
+    }
+}
+
+#[test]
+fn without_a_categories_source_the_pairs_are_the_same() {
+    let batches = vec![
+        vec![
+            Event::Campaign("c-1", Some(campaign_in(&[10]))),
+            Event::Campaign("all", Some(Campaign::unrestricted())),
+            Event::Product("p-1", Some(product(42, 10, 100, 5))),
+            Event::Product("p-2", Some(product(43, 11, 100, 1))),
+        ],
+        vec![Event::Product("p-2", Some(product(43, 10, 100, 2)))],
+        vec![Event::Campaign("c-1", None)],
+    ];
+    for workers in [1, 2] {
+        let without = run_with(workers, batches.clone(), false);
+        assert_eq!(without, run(workers, batches.clone()), "workers: {workers}");
+        assert_eq!(without.len(), 7);
     }
 }
 
@@ -310,13 +280,12 @@ fn run_reconciled(
     let held = Arc::new(held);
     timely::execute(timely::Config::process(2), move |worker| {
         let send = send.lock().unwrap().clone();
-        let (mut products, mut campaigns, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
-            let (products_in, products) = scope.new_input::<Vec<Upsert<String, Product>>>();
-            let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<String, Campaign>>>();
+        let (mut inputs, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
+            let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
             let (held_in, held) = scope.new_input();
-            let changes = render_eligibility(products, campaigns, quiet.then_some(LIVE_FROM));
+            let changes = render_eligibility(products, campaigns, categories, quiet.then_some(LIVE_FROM));
             reconcile_with_held(changes, held, LIVE_FROM, |_| 0).capture_into(send);
-            (products_in, campaigns_in, held_in)
+            (inputs, held_in)
         });
         if worker.index() == 0 {
             for pair in held.iter() {
@@ -329,27 +298,12 @@ fn run_reconciled(
             held_in.take().expect("open").close();
         }
         for (time, batch) in batches.iter() {
-            products.advance_to(*time);
-            campaigns.advance_to(*time);
+            inputs.advance_to(*time);
             if let Some(held_in) = held_in.as_mut() {
                 held_in.advance_to(*time);
             }
             if worker.index() == 0 {
-                for (seq, event) in batch.iter().enumerate() {
-                    let seq = seq as u64;
-                    match event.clone() {
-                        Event::Product(key, value) => products.send(Upsert {
-                            key: key.into(),
-                            seq,
-                            value,
-                        }),
-                        Event::Campaign(key, value) => campaigns.send(Upsert {
-                            key: key.into(),
-                            seq,
-                            value,
-                        }),
-                    }
-                }
+                inputs.send(batch);
             }
         }
     })

@@ -1,7 +1,7 @@
 //! Decoding: every accepted shape and every rejection reason of SPEC.md.
 
-use dataflows::decode::{decode_envelope, decode_message, Change, DecodeError, JsonKind, Record};
-use dataflows::{Campaign, IdSet, Product, Topic};
+use dataflows::decode::{decode_category_id, decode_envelope, decode_message, Change, DecodeError, JsonKind, Record};
+use dataflows::{Campaign, Category, IdSet, Product, Topic};
 
 fn decode(line: &str) -> Result<Record, DecodeError> {
     decode_envelope(line.as_bytes())
@@ -13,6 +13,10 @@ fn product_line(value: &str) -> String {
 
 fn campaign_line(value: &str) -> String {
     format!(r#"{{"topic": "campaigns", "key": "c-1", "value": {value}}}"#)
+}
+
+fn category_line(key: &str, value: &str) -> String {
+    format!(r#"{{"topic": "categories", "key": "{key}", "value": {value}}}"#)
 }
 
 const PRODUCT: &str = r#"{"seller_id": 42, "category_id": 1001, "brand_id": 7, "price": 129.90, "stock": 15}"#;
@@ -373,5 +377,152 @@ fn kafka_messages_decode_from_raw_bytes() {
     assert_eq!(
         decode_message(Topic::Products, Some(b"p"), Some(b"\xff")).unwrap_err(),
         DecodeError::NotUtf8
+    );
+}
+
+#[test]
+fn a_category_decodes_with_its_parent_or_as_a_root() {
+    let record = decode(&category_line("1001", r#"{"parent_id": 10}"#)).unwrap();
+    assert_eq!(record.key, "1001");
+    assert_eq!(record.change, Change::Category(Some(Category { parent_id: Some(10) })));
+    assert_eq!(record.change.topic(), Topic::Categories);
+    let root = Change::Category(Some(Category { parent_id: None }));
+    assert_eq!(
+        decode(&category_line("10", r#"{"parent_id": null}"#)).unwrap().change,
+        root
+    );
+    assert_eq!(decode(&category_line("10", "{}")).unwrap().change, root);
+    assert_eq!(
+        decode(&category_line("10", r#"{"parent_id": 1.0e1, "name": "Phones"}"#))
+            .unwrap()
+            .change,
+        Change::Category(Some(Category { parent_id: Some(10) })),
+        "an integral number in any notation; unknown fields ignored"
+    );
+    // Its own parent is a cycle of one, accepted like any cycle.
+    assert!(decode(&category_line("7", r#"{"parent_id": 7}"#)).is_ok());
+    assert_eq!(
+        decode(&category_line("1001", "null")).unwrap().change,
+        Change::Category(None)
+    );
+    assert_eq!(decode_category_id("1001"), Ok(1001));
+    assert_eq!(decode_category_id("007"), Ok(7), "leading zeros name the same id");
+    assert_eq!(decode_category_id(&u64::MAX.to_string()), Ok(u64::MAX));
+}
+
+#[test]
+fn category_rejections_name_the_key_or_the_field() {
+    for key in [
+        "abc",
+        "-1",
+        "+1",
+        "1.5",
+        "1e3",
+        " 1",
+        "1 ",
+        "0x10",
+        "18446744073709551616",
+    ] {
+        let line = category_line(key, r#"{"parent_id": 1}"#);
+        assert_eq!(rejected(&line), DecodeError::CategoryKey(key.into()), "{line}");
+        // A tombstone's key is checked too.
+        assert_eq!(
+            rejected(&category_line(key, "null")),
+            DecodeError::CategoryKey(key.into())
+        );
+    }
+    assert_eq!(rejected(&category_line("", "null")), DecodeError::EmptyKey);
+    let cases: Vec<(&str, DecodeError)> = vec![
+        (
+            r#"{"parent_id": "10"}"#,
+            DecodeError::WrongType {
+                field: "parent_id".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::String,
+            },
+        ),
+        (
+            r#"{"parent_id": [10]}"#,
+            DecodeError::WrongType {
+                field: "parent_id".into(),
+                expected: "a non-negative integer",
+                found: JsonKind::Array,
+            },
+        ),
+        (
+            r#"{"parent_id": -3}"#,
+            DecodeError::Negative {
+                field: "parent_id".into(),
+                text: "-3".into(),
+            },
+        ),
+        (
+            r#"{"parent_id": 2.5}"#,
+            DecodeError::NotInteger {
+                field: "parent_id".into(),
+                text: "2.5".into(),
+            },
+        ),
+        (
+            r#"{"parent_id": 18446744073709551616}"#,
+            DecodeError::OutOfRange {
+                field: "parent_id".into(),
+                max: u64::MAX.to_string(),
+                text: "18446744073709551616".into(),
+            },
+        ),
+        (
+            "[10]",
+            DecodeError::NotAnObject {
+                what: "category value",
+                found: JsonKind::Array,
+            },
+        ),
+        (
+            "10",
+            DecodeError::NotAnObject {
+                what: "category value",
+                found: JsonKind::Number,
+            },
+        ),
+    ];
+    for (value, expected) in cases {
+        assert_eq!(rejected(&category_line("1001", value)), expected, "{value}");
+    }
+    let error = rejected(&category_line("phones", "null"));
+    assert_eq!(error.code(), "bad_key");
+    assert_eq!(
+        error.to_string(),
+        "category key must be a decimal integer from 0 to 18446744073709551615, found \"phones\""
+    );
+    assert_eq!(rejected(&category_line("1", r#"{"parent_id": -3}"#)).code(), "negative");
+    // Product and campaign keys stay free text.
+    assert!(decode(r#"{"topic": "campaigns", "key": "abc", "value": null}"#).is_ok());
+}
+
+#[test]
+fn kafka_category_messages_check_the_key() {
+    let record = decode_message(Topic::Categories, Some(b"1001"), Some(br#"{"parent_id": 10}"#)).unwrap();
+    assert_eq!(record.key, "1001");
+    assert_eq!(record.change, Change::Category(Some(Category { parent_id: Some(10) })));
+    assert_eq!(
+        decode_message(Topic::Categories, Some(b"1001"), None).unwrap().change,
+        Change::Category(None)
+    );
+    assert_eq!(
+        decode_message(Topic::Categories, Some(b"x1"), None).unwrap_err(),
+        DecodeError::CategoryKey("x1".into())
+    );
+    assert_eq!(
+        decode_message(Topic::Categories, None, None).unwrap_err(),
+        DecodeError::MissingKey
+    );
+    assert_eq!(
+        decode_message(Topic::Categories, Some(b"1"), Some(br#"{"parent_id": true}"#)).unwrap_err(),
+        DecodeError::WrongType {
+            field: "parent_id".into(),
+            expected: "a non-negative integer",
+            found: JsonKind::Bool,
+        }
     );
 }

@@ -30,10 +30,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let rejected_path = dir.join("rejected.jsonl");
 
     println!(
-        "Marketplace: {} products of {} sellers in {} categories and {} brands, {} campaigns, then {} updates ({:.1}% malformed).",
+        "Marketplace: {} products of {} sellers in {} categories ({}) and {} brands, {} campaigns, then {} updates ({:.1}% malformed).",
         spec.products,
         spec.sellers,
         spec.categories,
+        match spec.tree_depth {
+            0 => "flat".to_owned(),
+            depth => format!("a tree {depth} levels deep"),
+        },
         spec.brands,
         spec.campaigns,
         spec.updates,

@@ -41,6 +41,12 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
                 replication_factor: args.replication_factor,
                 compacted: true,
             },
+            TopicSpec {
+                name: &kafka.categories_topic,
+                partitions: args.partitions,
+                replication_factor: args.replication_factor,
+                compacted: true,
+            },
         ],
     )?;
 
@@ -77,6 +83,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         let topic = match envelope.topic {
             Topic::Products => &kafka.products_topic,
             Topic::Campaigns => &kafka.campaigns_topic,
+            Topic::Categories => &kafka.categories_topic,
         };
         let mut record = BaseRecord::<str, str>::to(topic).key(envelope.key.as_str());
         if let Some(value) = envelope.value {
@@ -106,9 +113,10 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         bail!("{} records were not delivered", producer.in_flight_count());
     }
     eprintln!(
-        "produced {sent} records to {} and {} in {:.1} s; skipped {unreadable} lines without a usable envelope",
+        "produced {sent} records to {}, {} and {} in {:.1} s; skipped {unreadable} lines without a usable envelope",
         kafka.products_topic,
         kafka.campaigns_topic,
+        kafka.categories_topic,
         started.elapsed().as_secs_f64()
     );
     Ok(())

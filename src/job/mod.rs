@@ -59,6 +59,8 @@ pub enum JobError {
     Sink(#[from] SinkError),
     #[error("the source produced a record at time {time} after advancing to {frontier}")]
     SourceOutOfOrder { time: Time, frontier: Time },
+    #[error("the source produced a category record although it said it reads none")]
+    UnexpectedCategory,
     #[error("stopping: another worker of this process failed")]
     AnotherWorkerFailed,
     #[error("a worker panicked: {0}")]

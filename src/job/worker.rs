@@ -11,13 +11,14 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dataflows::model::{Campaign, CampaignId, PairKey, Product, ProductId, Time};
+use dataflows::model::{Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldPair;
 use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
 use dataflows::render_eligibility;
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::operator::empty;
 use timely::dataflow::operators::vec::Map;
 use timely::dataflow::operators::{Concatenate, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
@@ -40,6 +41,8 @@ type UpsertInput<K, V> = InputHandle<Time, CapacityContainerBuilder<Vec<Upsert<K
 struct JobInputs {
     products: UpsertInput<ProductId, Product>,
     campaigns: UpsertInput<CampaignId, Campaign>,
+    /// `None` when the source reads no categories: the dataflow then takes an empty stream.
+    categories: Option<UpsertInput<CategoryId, Category>>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
 }
@@ -53,6 +56,9 @@ impl JobInputs {
         if time > self.time() {
             self.products.advance_to(time);
             self.campaigns.advance_to(time);
+            if let Some(categories) = self.categories.as_mut() {
+                categories.advance_to(time);
+            }
             self.rejected.advance_to(time);
             self.checkpoints.advance_to(time);
         }
@@ -75,6 +81,10 @@ impl JobInputs {
         match record {
             SourceRecord::Product(_, upsert) => self.products.send(upsert),
             SourceRecord::Campaign(_, upsert) => self.campaigns.send(upsert),
+            SourceRecord::Category(_, upsert) => match self.categories.as_mut() {
+                Some(categories) => categories.send(upsert),
+                None => return Err(JobError::UnexpectedCategory),
+            },
             SourceRecord::Rejected(_, letter) => {
                 metrics.rejected.inc();
                 metrics
@@ -198,10 +208,17 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
     let (mut inputs, held_inputs) = worker.dataflow_named::<Time, _, _>("Eligibility", |scope| {
         let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
         let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
+        let (categories_in, categories) = match job.source.reads_categories() {
+            true => {
+                let (input, stream) = scope.new_input::<Vec<Upsert<CategoryId, Category>>>();
+                (Some(input), stream)
+            }
+            false => (None, empty(scope)),
+        };
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
         let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
 
-        let changes = render_eligibility(products, campaigns, live_from);
+        let changes = render_eligibility(products, campaigns, categories, live_from);
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {
@@ -253,6 +270,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         let inputs = JobInputs {
             products: products_in,
             campaigns: campaigns_in,
+            categories: categories_in,
             rejected: rejected_in,
             checkpoints: checkpoints_in,
         };

@@ -8,7 +8,7 @@
 pub mod event_log;
 pub mod kafka;
 
-use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time};
+use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::Upsert;
 
 use crate::dead_letter::DeadLetter;
@@ -20,6 +20,7 @@ use crate::progress::Checkpoint;
 pub enum SourceRecord {
     Product(Time, Upsert<ProductId, Product>),
     Campaign(Time, Upsert<CampaignId, Campaign>),
+    Category(Time, Upsert<CategoryId, Category>),
     Rejected(Time, DeadLetter),
     Checkpoint(Time, Vec<Checkpoint>),
 }
@@ -29,6 +30,7 @@ impl SourceRecord {
         match self {
             SourceRecord::Product(time, _)
             | SourceRecord::Campaign(time, _)
+            | SourceRecord::Category(time, _)
             | SourceRecord::Rejected(time, _)
             | SourceRecord::Checkpoint(time, _) => *time,
         }
@@ -50,6 +52,15 @@ impl SourceRecord {
                 time,
                 Upsert {
                     key: record.key,
+                    seq,
+                    value,
+                },
+            ),
+            Change::Category(value) => SourceRecord::Category(
+                time,
+                Upsert {
+                    key: dataflows::decode::decode_category_id(&record.key)
+                        .expect("the decoder checked the category key"),
                     seq,
                     value,
                 },
@@ -118,6 +129,12 @@ pub trait Source {
 
 /// Opens each worker's source.
 pub trait SourceFactory: Send + Sync + 'static {
+    /// Whether the sources may produce category records; without them the dataflow takes
+    /// an empty categories stream and pays nothing for the tree.
+    fn reads_categories(&self) -> bool {
+        true
+    }
+
     /// `live_from`: for a resumed run, the first live time every worker agreed on.
     fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError>;
 }

@@ -36,6 +36,7 @@ pub struct KafkaCase {
     pub dir: tempfile::TempDir,
     pub products_topic: String,
     pub campaigns_topic: String,
+    pub categories_topic: String,
     pub dead_letter_topic: Option<String>,
     pub config: PathBuf,
 }
@@ -55,6 +56,7 @@ impl KafkaCase {
         let case = KafkaCase {
             products_topic: format!("{unique}-products"),
             campaigns_topic: format!("{unique}-campaigns"),
+            categories_topic: format!("{unique}-categories"),
             dead_letter_topic: dead_letter_topic.then(|| format!("{unique}-dead-letters")),
             config: dir.path().join("job.toml"),
             dir,
@@ -255,6 +257,7 @@ impl KafkaCase {
 brokers = {brokers:?}
 products_topic = {products:?}
 campaigns_topic = {campaigns:?}
+categories_topic = {categories:?}
 rehydration_chunk_records = 500
 
 [batching]
@@ -274,6 +277,7 @@ listen = {listen:?}
             brokers = brokers(),
             products = self.products_topic,
             campaigns = self.campaigns_topic,
+            categories = self.categories_topic,
             dead_letter = match &self.dead_letter_topic {
                 Some(topic) => format!("topic = {topic:?}"),
                 None => format!("path = {:?}", path_str(&self.dir.path().join("rejected.jsonl"))),

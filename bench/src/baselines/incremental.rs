@@ -3,12 +3,22 @@
 //! of one core, against which the engine's per-worker rate is judged, so it is written as
 //! one would for speed: integer slots, a fast hasher, and per-batch deltas summed per pair
 //! before they touch the totals.
+//!
+//! The category tree is kept as each category's ancestors and descendants (SPEC.md,
+//! "Category trees"), both updated by walking parents when an edge changes. A product
+//! meets the campaigns under its category and each ancestor's, a campaign the products
+//! under its categories and their descendants; a campaign naming two of a product's
+//! categories counts it under the least one only, as the engine does. An edge change
+//! recounts the products of each category whose ancestors changed, for the campaigns
+//! naming an ancestor it lost or gained. Without a tree, none of it costs anything.
 
-use dataflows::decode::{Change, Record};
+use std::iter::once;
+
+use dataflows::decode::{decode_category_id, Change, Record};
 use dataflows::hashing::{FastMap, FastSet};
-use dataflows::model::{Campaign, PairChange, PairFigures, PairKey, Product, SellerId, Time};
+use dataflows::model::{Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, SellerId, Time};
 use dataflows::reference::PairState;
-use dataflows::rule::{index_campaign, is_eligible, CampaignIndex, PredicateKey};
+use dataflows::rule::{first_category_met, index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
 
 use super::Implementation;
 
@@ -18,7 +28,8 @@ type Pair = (CampaignSlot, SellerId);
 /// A pair's (eligible products, eligible stock).
 type Totals = (u64, u64);
 
-/// Products and campaigns in slabs, both indexed by predicate key, and the running totals.
+/// Products and campaigns in slabs, both indexed by predicate key, the category tree, and
+/// the running totals.
 #[derive(Default)]
 pub struct Incremental {
     product_slots: FastMap<String, ProductSlot>,
@@ -32,6 +43,12 @@ pub struct Incremental {
     totals: FastMap<Pair, (u64, u64)>,
     /// What the batch being applied adds to each pair: (products, stock).
     deltas: FastMap<Pair, (i64, i64)>,
+    /// Each category's parent, as its record gives it.
+    parents: FastMap<CategoryId, CategoryId>,
+    /// Each category's ancestors besides itself, sorted; only categories that have some.
+    ancestors: FastMap<CategoryId, Vec<CategoryId>>,
+    /// Each category's descendants besides itself: the categories whose ancestors hold it.
+    descendants: FastMap<CategoryId, FastSet<CategoryId>>,
 }
 
 impl Incremental {
@@ -41,16 +58,33 @@ impl Incremental {
 
     /// Adds (`sign` 1) or removes (-1) a product's contribution to every campaign it meets.
     fn count_product(&mut self, product: &Product, sign: i64) {
+        let own = product.category_id;
+        let ancestors = match self.ancestors.is_empty() {
+            true => NO_ANCESTORS,
+            false => self.ancestors.get(&own).map_or(NO_ANCESTORS, Vec::as_slice),
+        };
         let keyed = product
             .predicate_keys()
             .into_iter()
             .filter_map(|key| self.campaigns_by_key.get(&key))
-            .flatten();
-        for &slot in keyed.chain(&self.unrestricted) {
-            let eligible = self.campaigns[slot as usize]
-                .1
-                .as_ref()
-                .is_some_and(|c| is_eligible(product, c));
+            .flatten()
+            .map(|slot| (*slot, own));
+        // Under each ancestor too, counted only under the least category the campaign names.
+        let above = ancestors.iter().flat_map(|&ancestor| {
+            self.campaigns_by_key
+                .get(&PredicateKey::Category(ancestor))
+                .into_iter()
+                .flatten()
+                .map(move |slot| (*slot, ancestor))
+        });
+        let unrestricted = self.unrestricted.iter().map(|slot| (*slot, own));
+        for (slot, under) in keyed.chain(above).chain(unrestricted) {
+            let eligible = self.campaigns[slot as usize].1.as_ref().is_some_and(|c| {
+                is_eligible(product, ancestors, c)
+                    && (ancestors.is_empty()
+                        || c.category_ids.is_empty()
+                        || first_category_met(&c.category_ids, own, ancestors) == Some(under))
+            });
             if eligible {
                 add(&mut self.deltas, (slot, product.seller_id), product.stock, sign);
             }
@@ -62,19 +96,46 @@ impl Incremental {
         let Some(campaign) = &self.campaigns[slot as usize].1 else {
             return;
         };
-        let mut count = |product: &Product| {
-            if is_eligible(product, campaign) {
-                add(&mut self.deltas, (slot, product.seller_id), product.stock, sign);
+        let (products, deltas) = (&self.products, &mut self.deltas);
+        let mut count = |product: &Product, ancestors: &[CategoryId]| {
+            if is_eligible(product, ancestors, campaign) {
+                add(deltas, (slot, product.seller_id), product.stock, sign);
             }
         };
         match index_campaign(campaign) {
             None => {}
-            Some(CampaignIndex::EveryCategory(_)) => self.products.iter().flatten().for_each(&mut count),
+            Some(CampaignIndex::EveryCategory(_)) => {
+                for product in products.iter().flatten() {
+                    let ancestors = self.ancestors.get(&product.category_id);
+                    count(product, ancestors.map_or(NO_ANCESTORS, Vec::as_slice));
+                }
+            }
             Some(CampaignIndex::Keys(keys, _)) => {
                 for key in keys {
-                    for product_slot in self.products_by_key.get(&key).into_iter().flatten() {
-                        if let Some(product) = &self.products[*product_slot as usize] {
-                            count(product);
+                    let below = match key {
+                        PredicateKey::Category(category) => self.descendants.get(&category),
+                        _ => None,
+                    };
+                    let categories = below.into_iter().flatten().map(|c| PredicateKey::Category(*c));
+                    for key_below in once(key).chain(categories) {
+                        let ancestors = match key_below {
+                            PredicateKey::Category(category) => {
+                                self.ancestors.get(&category).map_or(NO_ANCESTORS, Vec::as_slice)
+                            }
+                            _ => NO_ANCESTORS,
+                        };
+                        // Counted under the least of its categories a product falls in.
+                        if let (PredicateKey::Category(category), PredicateKey::Category(named)) = (key_below, key) {
+                            if !ancestors.is_empty()
+                                && first_category_met(&campaign.category_ids, category, ancestors) != Some(named)
+                            {
+                                continue;
+                            }
+                        }
+                        for product_slot in self.products_by_key.get(&key_below).into_iter().flatten() {
+                            if let Some(product) = &products[*product_slot as usize] {
+                                count(product, ancestors);
+                            }
                         }
                     }
                 }
@@ -135,6 +196,86 @@ impl Incremental {
         }
     }
 
+    /// Applies a category record: when the category's parent changes, the ancestors of the
+    /// category and of every category below it (the ones whose walk passes it; the change
+    /// does not alter which they are) are walked again, and their products recounted for
+    /// the campaigns naming an ancestor lost or gained.
+    fn apply_category(&mut self, key: &str, new: Option<Category>) {
+        let id = decode_category_id(key).expect("a decoded category record has a decimal key");
+        let parent = new.and_then(|category| category.parent_id);
+        if self.parents.get(&id).copied() == parent {
+            return;
+        }
+        match parent {
+            Some(parent) => self.parents.insert(id, parent),
+            None => self.parents.remove(&id),
+        };
+        let below = self.descendants.get(&id).into_iter().flatten().copied();
+        let affected: Vec<CategoryId> = once(id).chain(below).collect();
+        for category in affected {
+            let after = walk(&self.parents, category);
+            let before = match after.is_empty() {
+                true => self.ancestors.remove(&category).unwrap_or_default(),
+                false => self.ancestors.insert(category, after.clone()).unwrap_or_default(),
+            };
+            if before == after {
+                continue;
+            }
+            let (lost, gained) = differences(&before, &after);
+            for ancestor in &lost {
+                if let Some(set) = self.descendants.get_mut(ancestor) {
+                    set.remove(&category);
+                    if set.is_empty() {
+                        self.descendants.remove(ancestor);
+                    }
+                }
+            }
+            for ancestor in &gained {
+                self.descendants.entry(*ancestor).or_default().insert(category);
+            }
+            self.recount_category(category, &before, &after, lost.iter().chain(&gained));
+        }
+    }
+
+    /// Moves the products of `category` from what its `before` ancestors gave them to what
+    /// its `after` ones give, for the campaigns naming one of `changed`.
+    fn recount_category<'a>(
+        &mut self,
+        category: CategoryId,
+        before: &[CategoryId],
+        after: &[CategoryId],
+        changed: impl Iterator<Item = &'a CategoryId>,
+    ) {
+        let Some(products) = self.products_by_key.get(&PredicateKey::Category(category)) else {
+            return;
+        };
+        let mut slots: Vec<CampaignSlot> = changed
+            .filter_map(|ancestor| self.campaigns_by_key.get(&PredicateKey::Category(*ancestor)))
+            .flatten()
+            .copied()
+            .collect();
+        slots.sort_unstable();
+        slots.dedup();
+        for &slot in &slots {
+            let Some(campaign) = &self.campaigns[slot as usize].1 else {
+                continue;
+            };
+            for product_slot in products {
+                let Some(product) = &self.products[*product_slot as usize] else {
+                    continue;
+                };
+                let (was, is) = (
+                    is_eligible(product, before, campaign),
+                    is_eligible(product, after, campaign),
+                );
+                if was != is {
+                    let sign = if is { 1 } else { -1 };
+                    add(&mut self.deltas, (slot, product.seller_id), product.stock, sign);
+                }
+            }
+        }
+    }
+
     fn apply_campaign(&mut self, key: &str, new: Option<Campaign>) {
         let slot = match self.campaign_slots.get(key) {
             Some(&slot) => slot,
@@ -161,6 +302,38 @@ fn add(deltas: &mut FastMap<Pair, (i64, i64)>, pair: Pair, stock: u32, sign: i64
     let delta = deltas.entry(pair).or_default();
     delta.0 += sign;
     delta.1 += sign * i64::from(stock);
+}
+
+/// The ancestors of `category` besides itself, sorted: every category reached by following
+/// parents, up to a root or back to a category already passed (a cycle), as the reference
+/// finds them.
+fn walk(parents: &FastMap<CategoryId, CategoryId>, category: CategoryId) -> Vec<CategoryId> {
+    let mut ancestors = Vec::new();
+    let mut at = category;
+    while let Some(&parent) = parents.get(&at) {
+        if parent == category || ancestors.contains(&parent) {
+            break;
+        }
+        ancestors.push(parent);
+        at = parent;
+    }
+    ancestors.sort_unstable();
+    ancestors
+}
+
+/// What two sorted lists do not share: (only in `before`, only in `after`).
+fn differences(before: &[CategoryId], after: &[CategoryId]) -> (Vec<CategoryId>, Vec<CategoryId>) {
+    let lost = before
+        .iter()
+        .filter(|c| after.binary_search(c).is_err())
+        .copied()
+        .collect();
+    let gained = after
+        .iter()
+        .filter(|c| before.binary_search(c).is_err())
+        .copied()
+        .collect();
+    (lost, gained)
 }
 
 /// Adds a campaign slot to a short unordered list, or removes it.
@@ -215,6 +388,7 @@ impl Incremental {
             match &record.change {
                 Change::Product(product) => self.apply_product(&record.key, *product),
                 Change::Campaign(campaign) => self.apply_campaign(&record.key, campaign.clone()),
+                Change::Category(category) => self.apply_category(&record.key, *category),
             }
         }
     }

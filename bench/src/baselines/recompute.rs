@@ -8,14 +8,17 @@
 //! search engine's inverted index would, rather than scanning every product.
 //!
 //! Both decide which pairs or campaigns a product change touches by checking the old and
-//! the new product against every campaign, the cheapest honest test they have.
+//! the new product against every campaign, the cheapest honest test they have. A category
+//! tree is kept as each category's ancestors, found again by walking parents after any
+//! change of it (a category service's cache); a tree change touches the campaigns naming
+//! the moved category or an ancestor it had or has.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use dataflows::decode::{Change, Record};
-use dataflows::model::{Campaign, PairFigures, PairKey, Product, SellerId};
-use dataflows::reference::PairState;
-use dataflows::rule::{index_campaign, is_eligible, CampaignIndex, PredicateKey};
+use dataflows::decode::{decode_category_id, Change, Record};
+use dataflows::model::{Campaign, CategoryId, PairFigures, PairKey, Product, SellerId};
+use dataflows::reference::{PairState, ReferenceState};
+use dataflows::rule::{index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
 
 use super::Implementation;
 
@@ -33,6 +36,12 @@ pub struct Recompute {
     by_key: HashMap<PredicateKey, HashSet<String>>,
     campaigns: BTreeMap<String, Campaign>,
     pairs: HashMap<PairKey, PairFigures>,
+    /// The category records (and nothing else: `ancestors` walks their parents).
+    tree: ReferenceState,
+    /// Each category's ancestors besides itself; only categories that have some.
+    ancestors: HashMap<CategoryId, Vec<CategoryId>>,
+    /// Each category's descendants besides itself.
+    descendants: HashMap<CategoryId, Vec<CategoryId>>,
 }
 
 impl Recompute {
@@ -44,6 +53,32 @@ impl Recompute {
             by_key: HashMap::new(),
             campaigns: BTreeMap::new(),
             pairs: HashMap::new(),
+            tree: ReferenceState::default(),
+            ancestors: HashMap::new(),
+            descendants: HashMap::new(),
+        }
+    }
+
+    fn ancestors_of(&self, category: CategoryId) -> &[CategoryId] {
+        self.ancestors.get(&category).map_or(NO_ANCESTORS, Vec::as_slice)
+    }
+
+    fn eligible(&self, product: &Product, campaign: &Campaign) -> bool {
+        is_eligible(product, self.ancestors_of(product.category_id), campaign)
+    }
+
+    /// Walks every category's parents again.
+    fn rebuild_tree(&mut self) {
+        self.ancestors.clear();
+        self.descendants.clear();
+        for &category in self.tree.categories.keys() {
+            let ancestors: Vec<CategoryId> = self.tree.ancestors(category).into_iter().collect();
+            for ancestor in &ancestors {
+                self.descendants.entry(*ancestor).or_default().push(category);
+            }
+            if !ancestors.is_empty() {
+                self.ancestors.insert(category, ancestors);
+            }
         }
     }
 
@@ -76,7 +111,9 @@ impl Recompute {
                 let touched = self
                     .campaigns
                     .iter()
-                    .filter(|(_, c)| old.is_some_and(|p| is_eligible(&p, c)) || new.is_some_and(|p| is_eligible(&p, c)))
+                    .filter(|(_, c)| {
+                        old.is_some_and(|p| self.eligible(&p, c)) || new.is_some_and(|p| self.eligible(&p, c))
+                    })
                     .map(|(id, _)| id.clone())
                     .collect();
                 let sellers = old.iter().chain(new.iter()).map(|p| p.seller_id).collect();
@@ -89,6 +126,21 @@ impl Recompute {
                 };
                 (vec![record.key.clone()], Vec::new())
             }
+            Change::Category(_) => {
+                let id = decode_category_id(&record.key).expect("a decoded category record has a decimal key");
+                let mut around: HashSet<CategoryId> = self.ancestors_of(id).iter().copied().collect();
+                self.tree.apply(&record.key, &record.change);
+                self.rebuild_tree();
+                around.extend(self.ancestors_of(id));
+                around.insert(id);
+                let touched = self
+                    .campaigns
+                    .iter()
+                    .filter(|(_, c)| c.category_ids.iter().any(|named| around.contains(&named)))
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                (touched, Vec::new())
+            }
         }
     }
 
@@ -100,7 +152,7 @@ impl Recompute {
             eligible_stock: 0,
         };
         for product in self.by_seller.get(&seller)?.values() {
-            if is_eligible(product, campaign) {
+            if self.eligible(product, campaign) {
                 figures.eligible_products += 1;
                 figures.eligible_stock += u64::from(product.stock);
             }
@@ -128,7 +180,7 @@ impl Recompute {
             return buckets;
         };
         let mut count = |product: &Product| {
-            if is_eligible(product, campaign) {
+            if self.eligible(product, campaign) {
                 let figures = buckets.entry(product.seller_id).or_insert(PairFigures {
                     eligible_products: 0,
                     eligible_stock: 0,
@@ -141,9 +193,21 @@ impl Recompute {
             None => {}
             Some(CampaignIndex::EveryCategory(_)) => self.products.values().for_each(&mut count),
             Some(CampaignIndex::Keys(keys, _)) => {
+                // A category's products, and those of the categories below it, once each.
+                let mut visited = HashSet::new();
                 for key in keys {
-                    for id in self.by_key.get(&key).into_iter().flatten() {
-                        count(&self.products[id]);
+                    let below = match key {
+                        PredicateKey::Category(category) => self.descendants.get(&category),
+                        _ => None,
+                    };
+                    let below = below.into_iter().flatten().map(|c| PredicateKey::Category(*c));
+                    for key in std::iter::once(key).chain(below) {
+                        if !visited.insert(key) {
+                            continue;
+                        }
+                        for id in self.by_key.get(&key).into_iter().flatten() {
+                            count(&self.products[id]);
+                        }
                     }
                 }
             }
@@ -189,7 +253,9 @@ impl Implementation for Recompute {
         for record in batch {
             let (touched, sellers) = self.store(record);
             match (&record.change, self.strategy) {
-                (Change::Campaign(_), _) | (_, Strategy::PerCampaign) => campaigns.extend(touched),
+                (Change::Campaign(_) | Change::Category(_), _) | (_, Strategy::PerCampaign) => {
+                    campaigns.extend(touched)
+                }
                 (Change::Product(_), Strategy::PerPair) => {
                     for campaign in touched {
                         for seller in &sellers {

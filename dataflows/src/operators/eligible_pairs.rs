@@ -1,104 +1,132 @@
 //! Products meet campaigns where the products are: what each time adds to each pair.
 //!
 //! ```text
-//!  products (by key hash) ---\
-//!                             EligiblePairs --> ((campaign tag, seller), (Δproducts, Δstock))
-//!  campaigns (broadcast) ----/                  summed per time on this worker
+//!  products (by key hash) ----------\
+//!  campaigns (broadcast) ------------ EligiblePairs --> ((campaign tag, seller), (Δproducts, Δstock))
+//!  ancestor changes (broadcast) ----/                   summed per time on this worker
 //! ```
 //!
-//! Each worker holds its share of the products once ([`ProductTable`]) and every campaign
-//! ([`CampaignTable`]). Once both inputs have passed a time `t`, it applies `t`:
+//! Each worker holds its share of the products once ([`ProductTable`]), every campaign
+//! ([`CampaignTable`]) and the category tree ([`CategoryTree`]: each category's ancestors
+//! and descendants). Once every input has passed a time `t`, it applies `t` in three
+//! steps, each adding what it changes, F(after) - F(before):
 //!
-//! 1. campaign changes, against the products as they were before `t`: the old version's
-//!    pairs are retracted, the new one's added. A campaign meets only the products under
-//!    its index keys; those without list criteria are met by one scan of the share, for
+//! 1. campaign changes, against the products and the tree as they were before `t`: the
+//!    old version's pairs are retracted, the new one's added. A campaign meets only the
+//!    products under its index keys, where a category key covers the category's
+//!    descendants too; those without list criteria are met by one scan of the share, for
 //!    all of this time's changed campaigns together;
-//! 2. product changes, against the campaigns as they are at `t`: the old version leaves
-//!    the campaigns it met, the new one joins those it meets (three hash lookups).
+//! 2. tree changes, against the campaigns as they are at `t` and the old products: for
+//!    each category whose ancestors changed, only the campaigns that name an ancestor it
+//!    lost or gained can change, and only for the products of that category;
+//! 3. product changes, against the campaigns and the tree as they are at `t`: the old
+//!    version leaves the campaigns it met, the new one joins those it meets (three hash
+//!    lookups, one more per ancestor of its category: the campaign table keeps each
+//!    category's ancestors in the entry the first lookup finds).
 //!
-//! The two steps together give exactly `F(P_t, C_t) - F(P_{t-1}, C_{t-1})`, the change of
-//! every pair's totals at `t`, summed on this worker before anything is exchanged.
+//! The steps telescope to exactly `F(P_t, C_t, T_t) - F(P_{t-1}, C_{t-1}, T_{t-1})`, the
+//! change of every pair's totals at `t`, summed on this worker before anything is
+//! exchanged. Without category records the tree stays empty and each step is the flat one.
 
 use std::collections::BTreeMap;
 
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
-use timely::dataflow::operators::{Capability, Operator};
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
+use timely::dataflow::operators::generic::OutputBuilder;
+use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
-use crate::hashing::FastMap;
-use crate::model::{tag_of, Campaign, CampaignId, Product, ProductKey, SellerId, Tag, Time};
+use crate::hashing::{FastMap, FastSet};
+use crate::model::{tag_of, Campaign, CampaignId, CategoryId, Product, ProductKey, SellerId, Tag, Time};
+use crate::operators::ancestors::AncestorChange;
 use crate::operators::upsert::{LatestUpserts, Upsert};
-use crate::rule::{index_campaign, is_eligible, CampaignIndex};
-use crate::state::{CampaignTable, ProductTable};
+use crate::rule::{admits_category, index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
+use crate::state::{CampaignTable, CategoryTree, ProductTable};
 
 /// A pair as the hot path keys it: (campaign tag, seller).
 pub type PairTag = (Tag, SellerId);
 /// What a time adds to a pair: (eligible products, eligible stock).
 pub type Contribution = (i64, i64);
 
-/// Builds the operator; `campaigns` must reach every worker whole (broadcast).
+/// Builds the operator; `campaigns` and `ancestors` must reach every worker whole
+/// (broadcast).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
+    ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
+    let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), products.scope());
     let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
-    products.binary_frontier::<_, CapacityContainerBuilder<Vec<(PairTag, Contribution)>>, _, _, _, _>(
-        campaigns,
-        by_product,
-        Pipeline,
-        "EligiblePairs",
-        |_capability, _info| {
-            let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
-            let mut state = Matcher::default();
-            move |(products_in, products_frontier), (campaigns_in, campaigns_frontier), output| {
-                products_in.for_each(|capability, data| {
-                    let pending = PendingTime::at(&mut pending, capability);
-                    data.drain(..).for_each(|update| pending.products.offer(update));
-                });
-                campaigns_in.for_each(|capability, data| {
-                    let pending = PendingTime::at(&mut pending, capability);
-                    data.drain(..).for_each(|update| pending.campaigns.offer(update));
-                });
-                while let Some(entry) = pending.first_entry() {
-                    let time = *entry.key();
-                    if products_frontier.less_equal(&time) || campaigns_frontier.less_equal(&time) {
-                        break;
-                    }
-                    let PendingTime {
-                        capability,
-                        products,
-                        campaigns,
-                    } = entry.remove();
-                    state.apply_campaigns(campaigns);
-                    state.apply_products(products);
-                    let mut session = output.session(&capability);
-                    session.give_iterator(state.drain_deltas());
+    let mut products_in = builder.new_input(products, by_product);
+    let mut campaigns_in = builder.new_input(campaigns, Pipeline);
+    let mut ancestors_in = builder.new_input(ancestors, Pipeline);
+    let (output, stream) = builder.new_output();
+    let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<(PairTag, Contribution)>>>::from(output);
+    builder.build(move |_capabilities| {
+        let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
+        let mut state = Matcher::default();
+        move |frontiers| {
+            let mut output = output.activate();
+            products_in.for_each(|capability, data| {
+                let time = *capability.least().expect("a totally ordered stamp has a least time");
+                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0));
+                data.drain(..).for_each(|update| pending.products.offer(update));
+            });
+            campaigns_in.for_each(|capability, data| {
+                let time = *capability.least().expect("a totally ordered stamp has a least time");
+                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0));
+                data.drain(..).for_each(|update| pending.campaigns.offer(update));
+            });
+            ancestors_in.for_each(|capability, data| {
+                // A collection's updates carry their own times, at or after the message's.
+                for (pair, time, diff) in data.drain(..) {
+                    let pending = PendingTime::at(&mut pending, time, || Some(capability.delayed(&time, 0)));
+                    *pending.ancestors.entry(pair).or_default() += diff;
                 }
+            });
+            while let Some(entry) = pending.first_entry() {
+                let time = *entry.key();
+                if frontiers.iter().any(|frontier| frontier.less_equal(&time)) {
+                    break;
+                }
+                let PendingTime {
+                    capability,
+                    products,
+                    campaigns,
+                    ancestors,
+                } = entry.remove();
+                state.apply_campaigns(campaigns);
+                state.apply_tree(ancestors);
+                state.apply_products(products);
+                let mut session = output.session(&capability);
+                session.give_iterator(state.drain_deltas());
             }
-        },
-    )
+        }
+    });
+    stream
 }
 
-/// The records of one time, waiting until both inputs have passed it.
+/// The records of one time, waiting until every input has passed it.
 struct PendingTime {
     capability: Capability<Time>,
     products: LatestUpserts<ProductKey, Product>,
     campaigns: LatestUpserts<CampaignId, Campaign>,
+    /// Net change of each (category, strict ancestor) pair.
+    ancestors: FastMap<(CategoryId, CategoryId), isize>,
 }
 
 impl PendingTime {
     fn at(
         pending: &mut BTreeMap<Time, PendingTime>,
-        capability: timely::dataflow::operators::InputCapability<Time>,
+        time: Time,
+        capability: impl FnOnce() -> Option<Capability<Time>>,
     ) -> &mut PendingTime {
-        let time = *capability.least().expect("a totally ordered stamp has a least time");
         pending.entry(time).or_insert_with(|| PendingTime {
-            capability: capability
-                .retain_least(0)
-                .expect("a totally ordered stamp has a least time"),
+            capability: capability().expect("a totally ordered stamp has a least time"),
             products: LatestUpserts::default(),
             campaigns: LatestUpserts::default(),
+            ancestors: FastMap::default(),
         })
     }
 }
@@ -108,6 +136,7 @@ impl PendingTime {
 struct Matcher {
     products: ProductTable,
     campaigns: CampaignTable,
+    tree: CategoryTree,
     deltas: FastMap<PairTag, Contribution>,
 }
 
@@ -126,9 +155,9 @@ impl Matcher {
                 match index_campaign(&campaign) {
                     None => {}
                     Some(CampaignIndex::Keys(keys, residual)) => {
-                        for key in keys {
+                        for key in self.meeting_keys(keys) {
                             for product in self.products.with_key(key) {
-                                if is_eligible(product, &residual) {
+                                if is_eligible(product, NO_ANCESTORS, &residual) {
                                     add(&mut self.deltas, tag, product, sign);
                                 }
                             }
@@ -143,8 +172,71 @@ impl Matcher {
         }
         for product in self.products.iter() {
             for (tag, campaign, sign) in &scanned {
-                if is_eligible(product, campaign) {
+                // Unrestricted by category: the tree does not matter.
+                if is_eligible(product, NO_ANCESTORS, campaign) {
                     add(&mut self.deltas, *tag, product, *sign);
+                }
+            }
+        }
+    }
+
+    /// The keys under which a campaign indexed under `keys` meets products: a category
+    /// key covers the category's descendants too, each category once, so that a product
+    /// under two named categories is met once.
+    fn meeting_keys(&self, keys: Vec<PredicateKey>) -> Vec<PredicateKey> {
+        if self.tree.is_empty() {
+            return keys;
+        }
+        let mut covered: FastSet<CategoryId> = FastSet::default();
+        let mut meeting = Vec::with_capacity(keys.len());
+        for key in keys {
+            let PredicateKey::Category(named) = key else {
+                meeting.push(key);
+                continue;
+            };
+            for category in std::iter::once(named).chain(self.tree.descendants(named)) {
+                if covered.insert(category) {
+                    meeting.push(PredicateKey::Category(category));
+                }
+            }
+        }
+        meeting
+    }
+
+    /// Applies the changes of the ancestor relation: a product's eligibility depends on
+    /// the ancestors of its own category only, so each category whose ancestors moved is
+    /// settled on its own, for its products, with the campaigns that name an ancestor it
+    /// lost or gained (the others admit it before as after).
+    fn apply_tree(&mut self, changes: FastMap<(CategoryId, CategoryId), isize>) {
+        if changes.is_empty() {
+            return;
+        }
+        let moved = self.tree.apply(changes.into_iter().filter(|(_pair, diff)| *diff != 0));
+        let mut affected = Vec::new();
+        for moved in moved {
+            self.campaigns.set_ancestors(moved.category, &moved.after);
+            let products_key = PredicateKey::Category(moved.category);
+            if !self.products.has_key(products_key) {
+                continue;
+            }
+            affected.clear();
+            for ancestor in moved.changed_ancestors() {
+                affected.extend(self.campaigns.naming(ancestor));
+            }
+            affected.sort_unstable();
+            affected.dedup();
+            for &handle in &affected {
+                let active = self.campaigns.active(handle);
+                let before = admits_category(&active.categories, moved.category, &moved.before);
+                let after = admits_category(&active.categories, moved.category, &moved.after);
+                if before == after {
+                    continue;
+                }
+                let sign = if after { 1 } else { -1 };
+                for product in self.products.with_key(products_key) {
+                    if is_eligible(product, NO_ANCESTORS, &active.residual) {
+                        add(&mut self.deltas, active.tag, product, sign);
+                    }
                 }
             }
         }
@@ -160,7 +252,7 @@ impl Matcher {
                 let Some(product) = version else { continue };
                 let deltas = &mut self.deltas;
                 self.campaigns.candidates(&product, |active| {
-                    if is_eligible(&product, &active.residual) {
+                    if is_eligible(&product, NO_ANCESTORS, &active.residual) {
                         add(deltas, active.tag, &product, sign);
                     }
                 });

@@ -73,6 +73,11 @@ impl ProductTable {
             .filter_map(|slot| self.products[*slot as usize].as_ref())
     }
 
+    /// Whether some product is indexed under `key`.
+    pub fn has_key(&self, key: PredicateKey) -> bool {
+        self.by_key.contains_key(&key)
+    }
+
     /// Every product of the share.
     pub fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
         self.products.iter().flatten()

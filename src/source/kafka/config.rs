@@ -18,6 +18,10 @@ pub struct KafkaConfig {
     pub products_topic: String,
     #[serde(default = "default_campaigns_topic")]
     pub campaigns_topic: String,
+    /// The category tree (`id -> parent`); optional: without this topic on the brokers,
+    /// every category is a root and the job reads only the other two.
+    #[serde(default = "default_categories_topic")]
+    pub categories_topic: String,
     /// librdkafka properties passed through as they are (`security.protocol`,
     /// `sasl.mechanism`, `ssl.ca.location`, …). Never put secrets here: use `client_env`.
     #[serde(default)]
@@ -47,6 +51,10 @@ fn default_campaigns_topic() -> String {
     "campaigns".into()
 }
 
+fn default_categories_topic() -> String {
+    "categories".into()
+}
+
 fn default_rehydration_chunk_records() -> u64 {
     100_000
 }
@@ -66,6 +74,7 @@ impl KafkaConfig {
             brokers: brokers.to_owned(),
             products_topic: default_products_topic(),
             campaigns_topic: default_campaigns_topic(),
+            categories_topic: default_categories_topic(),
             client: BTreeMap::new(),
             client_env: BTreeMap::new(),
             rehydration_chunk_records: default_rehydration_chunk_records(),

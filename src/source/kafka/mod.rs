@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataflows::decode::decode_message;
-use dataflows::model::Time;
+use dataflows::model::{Time, Topic};
 use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -63,6 +63,13 @@ pub struct KafkaSourceFactory {
 }
 
 impl SourceFactory for KafkaSourceFactory {
+    fn reads_categories(&self) -> bool {
+        self.plan
+            .partitions
+            .iter()
+            .any(|start| start.id.kind == Topic::Categories)
+    }
+
     fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError> {
         let all: Vec<PartitionId> = self.plan.partitions.iter().map(|start| start.id.clone()).collect();
         let owned: Vec<PartitionStart> = partitions_of(&all, worker_index, peers)

@@ -171,22 +171,33 @@ fn list_partitions(consumer: &BaseConsumer, kafka: &KafkaConfig) -> anyhow::Resu
     for (kind, topic) in [
         (Topic::Products, &kafka.products_topic),
         (Topic::Campaigns, &kafka.campaigns_topic),
+        (Topic::Categories, &kafka.categories_topic),
     ] {
         let metadata = consumer
             .fetch_metadata(Some(topic), METADATA_TIMEOUT)
             .with_context(|| format!("cannot read the metadata of topic {topic} from {}", kafka.brokers))?;
-        let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
-            return Err(MissingTopic(topic.clone()).into());
+        let missing = match metadata.topics().iter().find(|t| t.name() == topic) {
+            None => true,
+            Some(found) => match found.error() {
+                Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => true,
+                Some(error) => bail!("topic {topic} is not available: {error:?}"),
+                None => found.partitions().is_empty(),
+            },
         };
-        if let Some(error) = found.error() {
-            if error == rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART {
-                return Err(MissingTopic(topic.clone()).into());
+        // The category tree is optional: without its topic, every category is a root.
+        match (missing, kind) {
+            (true, Topic::Categories) => {
+                tracing::info!(topic = %topic, "no categories topic: every category is a root (a flat tree)");
+                continue;
             }
-            bail!("topic {topic} is not available: {error:?}");
+            (true, _) => return Err(MissingTopic(topic.clone()).into()),
+            (false, _) => {}
         }
-        if found.partitions().is_empty() {
-            return Err(MissingTopic(topic.clone()).into());
-        }
+        let found = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .expect("checked above");
         for partition in found.partitions() {
             partitions.push(PartitionId {
                 kind,

@@ -1,0 +1,131 @@
+//! The harness of the dataflow tests: events in, one logical time per batch, changes out.
+
+#![allow(dead_code)] // Each test file uses its own part.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use dataflows::decode::Change;
+use dataflows::model::{CampaignId, ProductId};
+use dataflows::operators::{PairChanges, Upsert};
+use dataflows::{render_eligibility, Campaign, Category, CategoryId, PairChange, Product, Time};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::capture::{Capture, Extract};
+use timely::dataflow::operators::generic::operator::empty;
+use timely::dataflow::operators::Input;
+use timely::dataflow::{InputHandle, Scope, Stream};
+
+/// One input record: product, campaign or category, key, new state.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Product(&'static str, Option<Product>),
+    Campaign(&'static str, Option<Campaign>),
+    Category(CategoryId, Option<Category>),
+}
+
+impl Event {
+    /// The record as the decoder gives it, for the brute-force reference.
+    pub fn as_record(&self) -> (String, Change) {
+        match self {
+            Event::Product(key, value) => (key.to_string(), Change::Product(*value)),
+            Event::Campaign(key, value) => (key.to_string(), Change::Campaign(value.clone())),
+            Event::Category(id, value) => (id.to_string(), Change::Category(*value)),
+        }
+    }
+}
+
+type Handle<D> = InputHandle<Time, CapacityContainerBuilder<Vec<D>>>;
+
+/// The dataflow's three inputs.
+pub struct Inputs {
+    products: Handle<Upsert<ProductId, Product>>,
+    campaigns: Handle<Upsert<CampaignId, Campaign>>,
+    categories: Handle<Upsert<CategoryId, Category>>,
+}
+
+/// The three input streams, for `render_eligibility`.
+pub type Streams<'scope> = (
+    Stream<'scope, Time, Vec<Upsert<ProductId, Product>>>,
+    Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
+    Stream<'scope, Time, Vec<Upsert<CategoryId, Category>>>,
+);
+
+impl Inputs {
+    pub fn new(scope: Scope<'_, Time>) -> (Inputs, Streams<'_>) {
+        let (products, products_stream) = scope.new_input();
+        let (campaigns, campaigns_stream) = scope.new_input();
+        let (categories, categories_stream) = scope.new_input();
+        (
+            Inputs {
+                products,
+                campaigns,
+                categories,
+            },
+            (products_stream, campaigns_stream, categories_stream),
+        )
+    }
+
+    pub fn advance_to(&mut self, time: Time) {
+        self.products.advance_to(time);
+        self.campaigns.advance_to(time);
+        self.categories.advance_to(time);
+    }
+
+    /// Sends a batch, each event with its position as sequence number.
+    pub fn send(&mut self, batch: &[Event]) {
+        for (seq, event) in batch.iter().enumerate() {
+            let seq = seq as u64;
+            match event.clone() {
+                Event::Product(key, value) => self.products.send(Upsert {
+                    key: key.into(),
+                    seq,
+                    value,
+                }),
+                Event::Campaign(key, value) => self.campaigns.send(Upsert {
+                    key: key.into(),
+                    seq,
+                    value,
+                }),
+                Event::Category(key, value) => self.categories.send(Upsert { key, seq, value }),
+            }
+        }
+    }
+}
+
+/// Runs `batches` (batch `i` at time `i`) and returns the changes, sorted.
+pub fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
+    run_with(workers, batches, true)
+}
+
+/// As [`run`]; without `categories`, the dataflow gets an empty categories stream, as a
+/// job without a categories source does, and the batches must hold no category.
+pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> Vec<PairChange> {
+    let (send, recv) = mpsc::channel();
+    let send = Arc::new(Mutex::new(send));
+    let batches = Arc::new(batches);
+    timely::execute(timely::Config::process(workers), move |worker| {
+        let send = send.lock().unwrap().clone();
+        let mut inputs = worker.dataflow::<Time, _, _>(|scope| {
+            let (inputs, (products, campaigns, tree)) = Inputs::new(scope);
+            let tree = match categories {
+                true => tree,
+                false => empty(scope),
+            };
+            render_eligibility(products, campaigns, tree, None)
+                .pair_changes(|_| 0)
+                .capture_into(send);
+            inputs
+        });
+        // Worker 0 feeds everything; the others only advance time.
+        for (time, batch) in batches.iter().enumerate() {
+            inputs.advance_to(time as Time);
+            if worker.index() == 0 {
+                inputs.send(batch);
+            }
+        }
+    })
+    .unwrap();
+    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
+    changes.sort();
+    changes
+}
