@@ -201,6 +201,7 @@ mod tests {
             .map(|record| match record {
                 SourceRecord::Product(time, upsert) => (time, upsert.seq, true),
                 SourceRecord::Campaign(time, upsert) => (time, upsert.seq, true),
+                SourceRecord::Category(time, upsert) => (time, upsert.seq, true),
                 SourceRecord::Rejected(time, letter) => match letter.origin {
                     Origin::Line(line) => (time, line, false),
                     Origin::Kafka { .. } | Origin::Document { .. } => unreachable!(),
