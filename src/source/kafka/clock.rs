@@ -114,9 +114,11 @@ impl BatchClock {
 
     /// The time of a record read at `now` (wall clock `wall`): the open batch's, or a new
     /// batch's. A batch that reaches its size closes after this record.
-    pub fn time_for_record(&mut self, now: Instant, wall: Time, behind: bool) -> Time {
+    /// `room`: how many more records may wait for the sinks (the memory bound); a growing
+    /// batch stops there, though never below `max_records`.
+    pub fn time_for_record(&mut self, now: Instant, wall: Time, behind: bool, room: u64) -> Time {
         let size = match self.grows(behind) {
-            true => self.policy.max_records_behind,
+            true => self.policy.max_records_behind.min(room).max(self.policy.max_records),
             false => self.policy.max_records,
         };
         let batch = self.open.get_or_insert_with(|| OpenBatch {
@@ -226,7 +228,7 @@ mod tests {
         let mut clock = BatchClock::new(policy(2, 5, 0), 0);
         // Behind: neither size nor delay nor idleness closes it, up to the larger size.
         for _ in 0..4 {
-            assert_eq!(clock.time_for_record(start, wall, true), wall);
+            assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), wall);
         }
         assert_eq!(clock.tick(start + Duration::from_secs(5), true, true), None);
         assert!(clock.is_open());
@@ -234,17 +236,25 @@ mod tests {
         assert_eq!(clock.tick(start, false, false), Some(wall));
         // Behind again: the larger size still closes it.
         for _ in 0..4 {
-            clock.time_for_record(start, wall, true);
+            clock.time_for_record(start, wall, true, u64::MAX);
         }
         assert!(clock.is_open());
-        assert_eq!(clock.time_for_record(start, wall, true), wall + 1);
+        assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), wall + 1);
         assert!(!clock.is_open());
+        // Growing stops where the memory bound leaves no more room (never below max_records).
+        let mut bounded = BatchClock::new(policy(2, 10, 0), 0);
+        for _ in 0..3 {
+            bounded.time_for_record(start, wall, true, 4);
+        }
+        assert!(bounded.is_open());
+        bounded.time_for_record(start, wall, true, 4);
+        assert!(!bounded.is_open(), "closed at the room left");
         // Growing off (`max_records_behind` = `max_records`): behind changes nothing.
         let mut fixed = BatchClock::new(policy(2, 2, 0), 0);
-        fixed.time_for_record(start, wall, true);
+        fixed.time_for_record(start, wall, true, u64::MAX);
         assert_eq!(fixed.tick(start, true, true), Some(wall), "idle closes it");
-        fixed.time_for_record(start, wall, true);
-        fixed.time_for_record(start, wall, true);
+        fixed.time_for_record(start, wall, true, u64::MAX);
+        fixed.time_for_record(start, wall, true, u64::MAX);
         assert!(!fixed.is_open(), "the usual size closes it");
     }
 
@@ -254,11 +264,11 @@ mod tests {
         let wall = LIVE_TIME_BASE + 1_000;
         let mut clock = BatchClock::new(policy(100, 100, 50), 0);
         // The first batch closes when idle: nothing closed before it.
-        clock.time_for_record(start, wall, false);
+        clock.time_for_record(start, wall, false, u64::MAX);
         assert_eq!(clock.tick(start, true, false), Some(wall));
         // The next, 10 ms later, waits out the interval though idle…
         let later = start + Duration::from_millis(10);
-        clock.time_for_record(later, wall + 10, false);
+        clock.time_for_record(later, wall + 10, false, u64::MAX);
         assert_eq!(clock.tick(later, true, false), None);
         assert_eq!(clock.tick(start + Duration::from_millis(49), true, false), None);
         // …and closes once it has passed.
@@ -268,7 +278,7 @@ mod tests {
         );
         // A lone record long after the last batch closes at once: quiet streams pay nothing.
         let much_later = start + Duration::from_secs(3);
-        clock.time_for_record(much_later, wall + 3_000, false);
+        clock.time_for_record(much_later, wall + 3_000, false, u64::MAX);
         assert_eq!(clock.tick(much_later, true, false), Some(wall + 3_000));
     }
 
@@ -279,12 +289,12 @@ mod tests {
         let mut clock = BatchClock::new(policy(3, 3, 0), 0);
         assert_eq!(clock.frontier(wall), wall);
         // Size: the third record closes the batch; the next record opens a later one.
-        assert_eq!(clock.time_for_record(start, wall, false), wall);
-        assert_eq!(clock.time_for_record(start, wall, false), wall);
-        assert_eq!(clock.time_for_record(start, wall, false), wall);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
         assert!(!clock.is_open());
         assert_eq!(
-            clock.time_for_record(start, wall, false),
+            clock.time_for_record(start, wall, false, u64::MAX),
             wall + 1,
             "same millisecond, next time"
         );
@@ -295,7 +305,7 @@ mod tests {
             Some(wall + 1)
         );
         // Idle: closes at once.
-        assert_eq!(clock.time_for_record(start, wall + 500, false), wall + 500);
+        assert_eq!(clock.time_for_record(start, wall + 500, false, u64::MAX), wall + 500);
         assert_eq!(
             clock.frontier(wall + 600),
             wall + 500,
@@ -309,7 +319,7 @@ mod tests {
         );
         assert_eq!(clock.frontier(wall + 650), wall + 600, "in steps of the batch delay");
         // A wall clock that went backwards never makes times go back.
-        assert_eq!(clock.time_for_record(start, wall, false), wall + 501);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 501);
         // An empty batch waits for the open one; then it takes a time of its own.
         assert_eq!(clock.empty_batch(wall + 502), None);
         assert_eq!(clock.tick(start, true, false), Some(wall + 501));
@@ -321,7 +331,7 @@ mod tests {
     fn live_times_start_above_the_last_committed_time() {
         let mut clock = BatchClock::new(policy(10, 10, 0), LIVE_TIME_BASE + 5_000);
         assert_eq!(
-            clock.time_for_record(Instant::now(), LIVE_TIME_BASE + 10, false),
+            clock.time_for_record(Instant::now(), LIVE_TIME_BASE + 10, false, u64::MAX),
             LIVE_TIME_BASE + 5_000
         );
         assert!(live_time_now() > LIVE_TIME_BASE + 1_700_000_000_000);

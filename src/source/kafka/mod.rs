@@ -260,7 +260,12 @@ impl KafkaSource {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
                 self.batch_records += 1;
-                let time = self.batches.time_for_record(now, live_time_now(), self.backlogged());
+                let room = self
+                    .max_unacknowledged_records
+                    .saturating_sub(self.unacknowledged_records);
+                let time = self
+                    .batches
+                    .time_for_record(now, live_time_now(), self.backlogged(), room);
                 (time, !self.batches.is_open())
             }
         };
