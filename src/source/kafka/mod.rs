@@ -415,7 +415,9 @@ impl Source for KafkaSource {
             let index = self.next_partition % count;
             self.next_partition = self.next_partition.wrapping_add(1);
             let mut from_this = 0;
-            while from_this < share {
+            // Never past the budget: the read-ahead bound counts on it.
+            let limit = share.min(budget - taken);
+            while from_this < limit {
                 match queues[index].poll(Duration::ZERO) {
                     None => break,
                     Some(Ok(message)) => {
