@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -191,7 +192,16 @@ listen = "127.0.0.1:{port}"
         # The steady stream.
         cpu_before, wall_before = cpu_seconds(job.pid), time.time()
         batches_before = metrics(port)["eligibility_batches_closed_total"]
+        profiler = None
+        if args.perf:
+            # A profile of the steady stream only (it costs CPU: not for the figures).
+            profiler = subprocess.Popen(["perf", "record", "-g", "-F", "499", "-p", str(job.pid),
+                                         "-o", str(args.perf / f"{slug}.perf.data")],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         produce_lines(producer, topics, steady, rate=args.rate)
+        if profiler:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait()
         cores = (cpu_seconds(job.pid) - cpu_before) / (time.time() - wall_before)
         steady_batches = (metrics(port)["eligibility_batches_closed_total"] - batches_before) / (time.time() - wall_before)
         caught_up(port)
@@ -252,6 +262,7 @@ def main():
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
     parser.add_argument("--brokers", default=os.environ.get("KAFKA_BROKERS", "127.0.0.1:9092"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--perf", type=Path, help="record a perf profile of the steady stream into this folder")
     args = parser.parse_args()
     es = os.environ.get("ELIGIBILITY_SEARCH_URL", "http://127.0.0.1:9200")
     steady_count = int(args.rate * args.steady_seconds)
@@ -259,7 +270,7 @@ def main():
     generated = work / "events.jsonl"
     subprocess.run([BINARY, "generate", "--products", str(args.products), "--campaigns", str(args.campaigns),
                     "--sellers", str(max(args.products // 150, 10)), "--updates", str(args.flood + steady_count),
-                    "--malformed", "0", "--output", generated], check=True)
+                    "--malformed", "0", "--tree-depth", "0", "--output", generated], check=True)
     all_lines = generated.read_text().splitlines()
     base_count = len(all_lines) - args.flood - steady_count
     lines = (all_lines[:base_count], all_lines[base_count:base_count + args.flood], all_lines[base_count + args.flood:])

@@ -1,7 +1,8 @@
 //! The bench on a small marketplace: every implementation agrees with a brute-force
 //! recount, the engine writes exactly the pairs that changed, and the plots are drawn.
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -65,16 +66,6 @@ fn every_baseline_matches_a_brute_force_recount() {
     }
 }
 
-/// The binary every implementation runs in, re-executed as the bench does.
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_eligibility-bench"))
-}
-
-/// The job's binary, which the file mode measures (built by `cargo test --workspace`).
-fn engine() -> PathBuf {
-    bench::args::engine_binary().unwrap()
-}
-
 fn options(seed: u64, baseline_budget: Duration) -> BenchOptions {
     BenchOptions {
         workload: spec(seed),
@@ -82,7 +73,7 @@ fn options(seed: u64, baseline_budget: Duration) -> BenchOptions {
         json_feed: true,
         baseline_budget,
         baselines: true,
-        exe: exe(),
+        exe: support::exe(),
         file_mode: None,
         main: true,
         tree: None,
@@ -191,8 +182,8 @@ fn file_mode_outputs_match_and_every_process_is_measured() {
     // process, and fails unless `eligibility run` writes the hand-written baseline's bytes.
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
-    let output = Command::new(exe())
-        .env("ELIGIBILITY_BIN", engine())
+    let output = Command::new(support::exe())
+        .env("ELIGIBILITY_BIN", support::engine())
         .args([
             "--products",
             "2000",
@@ -263,35 +254,12 @@ fn the_hand_written_file_mode_writes_what_the_engine_writes() {
     // Small batches split the log's updates, malformed lines and repeated keys many ways.
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("events.jsonl");
-    let generated = Command::new(engine())
+    let generated = Command::new(support::engine())
         .args(["generate", "--products", "1500", "--sellers", "30", "--campaigns", "12"])
         .args(["--updates", "4000", "--malformed", "0.02", "--seed", "9", "--output"])
         .arg(&log)
         .status()
         .unwrap();
     assert!(generated.success());
-    let outputs = |name: &str, binary: PathBuf, command: &[&str]| {
-        let (changes, letters) = (
-            dir.path().join(format!("{name}.changes")),
-            dir.path().join(format!("{name}.dead")),
-        );
-        let status = Command::new(binary)
-            .args(command)
-            .args(["--batch-size", "7", "--input"])
-            .arg(&log)
-            .arg("--output")
-            .arg(&changes)
-            .arg("--dead-letter")
-            .arg(&letters)
-            .status()
-            .unwrap();
-        assert!(status.success(), "{name}");
-        (std::fs::read(changes).unwrap(), std::fs::read(letters).unwrap())
-    };
-    let (base_changes, base_letters) = outputs("hand-written", exe(), &["file-baseline"]);
-    let (engine_changes, engine_letters) =
-        outputs("engine", engine(), &["run", "--log", "warn", "--progress-secs", "0"]);
-    assert!(base_changes.len() > 10_000 && !base_letters.is_empty());
-    assert!(base_changes == engine_changes, "the change logs differ");
-    assert!(base_letters == engine_letters, "the dead letters differ");
+    support::file_modes_agree(&log, dir.path());
 }

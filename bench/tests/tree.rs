@@ -3,8 +3,8 @@
 //! and the flat case alike, and the engine and the hand-written incremental write exactly
 //! the pairs that changed.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -315,10 +315,6 @@ fn the_baselines_follow_random_trees_with_cycles_and_tombstones() {
     }
 }
 
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_eligibility-bench"))
-}
-
 #[test]
 fn the_bench_runs_the_tree_phase_alone_and_every_run_agrees() {
     let options = BenchOptions {
@@ -334,7 +330,7 @@ fn the_bench_runs_the_tree_phase_alone_and_every_run_agrees() {
         json_feed: false,
         baseline_budget: Duration::from_secs(600),
         baselines: true,
-        exe: exe(),
+        exe: support::exe(),
         file_mode: None,
         main: false,
         tree: Some(TreeOptions {
@@ -388,30 +384,7 @@ fn the_hand_written_file_mode_writes_what_the_engine_writes_under_a_tree() {
         ..MarketplaceSpec::default()
     };
     std::fs::write(&log, generate_to_vec(&spec)).unwrap();
-    let outputs = |name: &str, binary: PathBuf, command: &[&str]| {
-        let (changes, letters) = (
-            dir.path().join(format!("{name}.changes")),
-            dir.path().join(format!("{name}.dead")),
-        );
-        let status = Command::new(binary)
-            .args(command)
-            .args(["--batch-size", "7", "--input"])
-            .arg(&log)
-            .arg("--output")
-            .arg(&changes)
-            .arg("--dead-letter")
-            .arg(&letters)
-            .status()
-            .unwrap();
-        assert!(status.success(), "{name}");
-        (std::fs::read(changes).unwrap(), std::fs::read(letters).unwrap())
-    };
-    let (base_changes, base_letters) = outputs("hand-written", exe(), &["file-baseline"]);
-    let engine = bench::args::engine_binary().unwrap();
-    let (engine_changes, engine_letters) = outputs("engine", engine, &["run", "--log", "warn", "--progress-secs", "0"]);
-    assert!(base_changes.len() > 10_000 && !base_letters.is_empty());
-    assert!(base_changes == engine_changes, "the change logs differ");
-    assert!(base_letters == engine_letters, "the dead letters differ");
+    let (_, base_letters) = support::file_modes_agree(&log, dir.path());
     let letters = String::from_utf8(base_letters).unwrap();
     assert!(
         letters.contains("categories"),

@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use dataflows::{render_eligibility, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
-use support::{run, run_with, Event, Inputs};
+use support::{change, figures, run, run_with, sorted_changes, Event, Inputs};
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::Input;
 
@@ -24,31 +24,6 @@ fn campaign_in(categories: &[u64]) -> Campaign {
     Campaign {
         category_ids: IdSet::new(categories.to_vec()),
         ..Campaign::unrestricted()
-    }
-}
-
-fn figures(eligible_products: u64, eligible_stock: u64) -> Option<PairFigures> {
-    Some(PairFigures {
-        eligible_products,
-        eligible_stock,
-    })
-}
-
-fn change(
-    time: u64,
-    campaign: &str,
-    seller_id: u64,
-    new: Option<PairFigures>,
-    previous: Option<PairFigures>,
-) -> PairChange {
-    PairChange {
-        time,
-        pair: PairKey {
-            campaign_id: campaign.into(),
-            seller_id,
-        },
-        figures: new,
-        previous,
     }
 }
 
@@ -308,9 +283,7 @@ fn run_reconciled(
         }
     })
     .unwrap();
-    let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
-    changes.sort();
-    changes
+    sorted_changes(recv)
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use dataflows::reference::{apply_changes, changes_between, PairState, ReferenceState};
 use dataflows::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time};
 use proptest::prelude::*;
-use support::{run, Event};
+use support::{change, figures, run, Event};
 
 fn product(seller_id: u64, category_id: u64, stock: u32) -> Product {
     Product {
@@ -40,31 +40,6 @@ fn under(id: CategoryId, parent: CategoryId) -> Event {
 
 fn root(id: CategoryId) -> Event {
     Event::Category(id, Some(Category { parent_id: None }))
-}
-
-fn figures(eligible_products: u64, eligible_stock: u64) -> Option<PairFigures> {
-    Some(PairFigures {
-        eligible_products,
-        eligible_stock,
-    })
-}
-
-fn change(
-    time: Time,
-    campaign: &str,
-    seller_id: u64,
-    new: Option<PairFigures>,
-    previous: Option<PairFigures>,
-) -> PairChange {
-    PairChange {
-        time,
-        pair: PairKey {
-            campaign_id: campaign.into(),
-            seller_id,
-        },
-        figures: new,
-        previous,
-    }
 }
 
 /// Runs on 1 and 3 workers, checks they agree, returns the changes.

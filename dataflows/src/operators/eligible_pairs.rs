@@ -11,9 +11,10 @@
 //! and descendants). Once every input has passed a time `t`, it applies `t` in three
 //! steps, each adding what it changes, F(after) - F(before):
 //!
-//! 1. campaign changes, against the products and the tree as they were before `t`: the
-//!    old version's pairs are retracted, the new one's added. A campaign meets only the
-//!    products under its index keys, where a category key covers the category's
+//! 1. campaign changes, against the products and the tree as they were before `t`: each
+//!    product the old or the new version meets counts where its eligibility flips (the
+//!    old and new version are met in one pass when indexed alike). A campaign meets only
+//!    the products under its index keys, where a category key covers the category's
 //!    descendants too; those without list criteria are met by one scan of the share, for
 //!    all of this time's changed campaigns together;
 //! 2. tree changes, against the campaigns as they are at `t` and the old products: for
@@ -143,40 +144,76 @@ struct Matcher {
 impl Matcher {
     fn apply_campaigns(&mut self, changes: LatestUpserts<CampaignId, Campaign>) {
         // Campaigns without list criteria, met by one scan of the share after the loop.
-        let mut scanned: Vec<(Tag, Campaign, i64)> = Vec::new();
+        let mut scanned: Vec<(Tag, Option<Campaign>, Option<Campaign>)> = Vec::new();
         for (id, new) in changes.into_latest() {
             let old = self.campaigns.upsert(&id, new.clone());
             if old == new {
                 continue;
             }
             let tag = tag_of(&id);
-            for (version, sign) in [(old, -1), (new, 1)] {
-                let Some(campaign) = version else { continue };
-                match index_campaign(&campaign) {
-                    None => {}
-                    Some(CampaignIndex::Keys(keys, residual)) => {
-                        for key in self.meeting_keys(keys) {
-                            for product in self.products.with_key(key) {
-                                if is_eligible(product, NO_ANCESTORS, &residual) {
-                                    add(&mut self.deltas, tag, product, sign);
-                                }
-                            }
-                        }
-                    }
-                    Some(CampaignIndex::EveryCategory(_)) => scanned.push((tag, campaign, sign)),
+            let (old_keyed, old_scanned) = split_index(old.as_ref());
+            let (new_keyed, new_scanned) = split_index(new.as_ref());
+            match (old_keyed, new_keyed) {
+                (Some(old), Some(new)) if std::mem::discriminant(&old.0[0]) == std::mem::discriminant(&new.0[0]) => {
+                    self.meet_keyed(tag, Some(old), Some(new))
                 }
+                (old, new) => {
+                    self.meet_keyed(tag, old, None);
+                    self.meet_keyed(tag, None, new);
+                }
+            }
+            if old_scanned.is_some() || new_scanned.is_some() {
+                scanned.push((tag, old_scanned, new_scanned));
             }
         }
         if scanned.is_empty() {
             return;
         }
         for product in self.products.iter() {
-            for (tag, campaign, sign) in &scanned {
+            for (tag, old, new) in &scanned {
                 // Unrestricted by category: the tree does not matter.
-                if is_eligible(product, NO_ANCESTORS, campaign) {
-                    add(&mut self.deltas, *tag, product, *sign);
+                let was = old.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+                let is = new.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+                if was != is {
+                    add(&mut self.deltas, *tag, product, if is { 1 } else { -1 });
                 }
             }
+        }
+    }
+
+    /// Meets the products under the keys of a campaign's old and new version (indexed by
+    /// keys of one kind, so each product sits under one key of their union) in one pass.
+    /// A product's figures do not depend on the campaign, so only a product whose
+    /// eligibility flips changes a pair: an edit costs lookups, not a retraction and an
+    /// addition of every product it meets.
+    fn meet_keyed(
+        &mut self,
+        tag: Tag,
+        old: Option<(Vec<PredicateKey>, Campaign)>,
+        new: Option<(Vec<PredicateKey>, Campaign)>,
+    ) {
+        let (old_keys, old_rest) = self.meeting(old);
+        let (new_keys, new_rest) = self.meeting(new);
+        let mut keys: Vec<PredicateKey> = old_keys.union(&new_keys).copied().collect();
+        // Deterministic work order (the sums do not depend on it).
+        keys.sort_unstable();
+        for key in keys {
+            let (in_old, in_new) = (old_keys.contains(&key), new_keys.contains(&key));
+            for product in self.products.with_key(key) {
+                let was = in_old && old_rest.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+                let is = in_new && new_rest.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+                if was != is {
+                    add(&mut self.deltas, tag, product, if is { 1 } else { -1 });
+                }
+            }
+        }
+    }
+
+    /// The keys one version of a campaign meets products under, and its other criteria.
+    fn meeting(&self, version: Option<(Vec<PredicateKey>, Campaign)>) -> (FastSet<PredicateKey>, Option<Campaign>) {
+        match version {
+            Some((keys, rest)) => (self.meeting_keys(keys).into_iter().collect(), Some(rest)),
+            None => (FastSet::default(), None),
         }
     }
 
@@ -263,6 +300,16 @@ impl Matcher {
     /// This time's non-zero deltas; the map keeps its allocation for the next time.
     fn drain_deltas(&mut self) -> impl Iterator<Item = (PairTag, Contribution)> + '_ {
         self.deltas.drain().filter(|(_pair, delta)| *delta != (0, 0))
+    }
+}
+
+/// A campaign version's index as the two ways it meets products: under keys (with the
+/// criteria left to check), or by a scan (no list criterion). `None`/`None` when inactive.
+fn split_index(campaign: Option<&Campaign>) -> (Option<(Vec<PredicateKey>, Campaign)>, Option<Campaign>) {
+    match campaign.and_then(index_campaign) {
+        None => (None, None),
+        Some(CampaignIndex::Keys(keys, rest)) => (Some((keys, rest)), None),
+        Some(CampaignIndex::EveryCategory(rest)) => (None, Some(rest)),
     }
 }
 

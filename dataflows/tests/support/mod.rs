@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use dataflows::decode::Change;
 use dataflows::model::{CampaignId, ProductId};
 use dataflows::operators::{PairChanges, Upsert};
-use dataflows::{render_eligibility, Campaign, Category, CategoryId, PairChange, Product, Time};
+use dataflows::{render_eligibility, Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::generic::operator::empty;
@@ -125,7 +125,41 @@ pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> V
         }
     })
     .unwrap();
+    sorted_changes(recv)
+}
+
+/// Every change a captured stream carried, in order.
+pub fn sorted_changes(
+    recv: mpsc::Receiver<timely::dataflow::operators::capture::Event<Time, Vec<PairChange>>>,
+) -> Vec<PairChange> {
     let mut changes: Vec<PairChange> = recv.extract().into_iter().flat_map(|(_time, data)| data).collect();
     changes.sort();
     changes
+}
+
+/// Some figures (a pair that exists).
+pub fn figures(eligible_products: u64, eligible_stock: u64) -> Option<PairFigures> {
+    Some(PairFigures {
+        eligible_products,
+        eligible_stock,
+    })
+}
+
+/// A change of `campaign`'s pair with `seller_id` at `time`.
+pub fn change(
+    time: Time,
+    campaign: &str,
+    seller_id: u64,
+    new: Option<PairFigures>,
+    previous: Option<PairFigures>,
+) -> PairChange {
+    PairChange {
+        time,
+        pair: PairKey {
+            campaign_id: campaign.into(),
+            seller_id,
+        },
+        figures: new,
+        previous,
+    }
 }

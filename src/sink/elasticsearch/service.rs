@@ -25,6 +25,8 @@ use std::sync::Arc;
 
 use elasticsearch::http::StatusCode;
 use elasticsearch::{BulkParts, Elasticsearch};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::sink::bulk::{BulkService, DocumentOp, ItemOutcome, RequestFailure, RequestResult};
@@ -54,27 +56,60 @@ pub struct ElasticsearchService {
     pub index: String,
 }
 
-/// The NDJSON lines of a bulk request for `ops`.
-pub fn bulk_lines(ops: &[DocumentOp]) -> Vec<Vec<u8>> {
-    let mut lines = Vec::with_capacity(ops.len() * 2);
+/// The NDJSON body of a bulk request for `ops`, written straight into one buffer (no
+/// per-line allocation, no copy of a document body but this one).
+pub fn bulk_body<'a>(ops: impl IntoIterator<Item = &'a DocumentOp>) -> Vec<u8> {
+    let mut body = Vec::new();
     for op in ops {
         let action = if op.body.is_some() { "index" } else { "delete" };
-        let meta = serde_json::json!({
-            action: {"_id": op.id, "version": op.version, "version_type": "external"}
-        });
-        lines.push(serde_json::to_vec(&meta).expect("bulk metadata always serializes"));
-        if let Some(body) = &op.body {
-            lines.push(body.clone());
+        body.extend_from_slice(b"{\"");
+        body.extend_from_slice(action.as_bytes());
+        body.extend_from_slice(b"\":{\"_id\":");
+        serde_json::to_writer(&mut body, &op.id).expect("a string always serializes");
+        body.extend_from_slice(b",\"version\":");
+        body.extend_from_slice(op.version.to_string().as_bytes());
+        body.extend_from_slice(b",\"version_type\":\"external\"}}\n");
+        if let Some(document) = &op.body {
+            body.extend_from_slice(document);
+            body.push(b'\n');
         }
     }
-    lines
+    body
+}
+
+/// A bulk answer, read for what the sink needs only: each item's status and error. Strings
+/// borrow from the answer, and everything else is skipped unread.
+#[derive(Deserialize)]
+struct BulkAnswer<'a> {
+    #[serde(borrow)]
+    items: Vec<BulkItem<'a>>,
+}
+
+/// One item: `{"index": {...}}` or `{"delete": {...}}`.
+#[derive(Deserialize)]
+struct BulkItem<'a> {
+    #[serde(alias = "delete", alias = "create", alias = "update", borrow)]
+    index: ItemResult<'a>,
+}
+
+/// What the node says of one op.
+#[derive(Deserialize)]
+pub struct ItemResult<'a> {
+    #[serde(default)]
+    pub status: u16,
+    /// Kept raw: read only when the item failed.
+    #[serde(default, borrow)]
+    pub error: Option<&'a RawValue>,
 }
 
 /// What one item of a bulk answer means for its op.
-pub fn item_outcome(op: &DocumentOp, item: &Value) -> ItemOutcome {
-    let result = item.get("index").or_else(|| item.get("delete")).unwrap_or(item);
-    let status = result.get("status").and_then(Value::as_u64).unwrap_or(0);
-    let error = result.get("error");
+pub fn item_outcome(op: &DocumentOp, item: &ItemResult) -> ItemOutcome {
+    let status = item.status;
+    if matches!(status, 200 | 201) || (status == 404 && op.body.is_none() && item.error.is_none()) {
+        return ItemOutcome::Done;
+    }
+    let error: Option<Value> = item.error.and_then(|raw| serde_json::from_str(raw.get()).ok());
+    let error = error.as_ref();
     let error_type = error
         .and_then(|e| e.get("type"))
         .and_then(Value::as_str)
@@ -88,8 +123,6 @@ pub fn item_outcome(op: &DocumentOp, item: &Value) -> ItemOutcome {
         format!("{status} {error_type}: {text}")
     };
     match status {
-        200 | 201 => ItemOutcome::Done,
-        404 if op.body.is_none() && error.is_none() => ItemOutcome::Done,
         409 => ItemOutcome::Done,
         429 | 500..=599 => ItemOutcome::Retry {
             reason: reason(),
@@ -121,11 +154,11 @@ impl BulkService for ElasticsearchService {
         let index = self.index.clone();
         Box::pin(async move {
             let refused: Vec<Option<ItemOutcome>> = ops.iter().map(refused_before_sending).collect();
-            let sendable: Vec<DocumentOp> = ops
+            let sendable: Vec<&DocumentOp> = ops
                 .iter()
                 .zip(&refused)
                 .filter(|(_, refused)| refused.is_none())
-                .map(|(op, _)| op.clone())
+                .map(|(op, _)| op)
                 .collect();
             let mut sent = if sendable.is_empty() {
                 Vec::new().into_iter()
@@ -141,11 +174,11 @@ impl BulkService for ElasticsearchService {
 }
 
 /// One `_bulk` request for `ops`, and each op's outcome.
-async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[DocumentOp]) -> RequestResult {
-    let lines = bulk_lines(ops);
+async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[&DocumentOp]) -> RequestResult {
+    let body = bulk_body(ops.iter().copied());
     let response = client
         .bulk(BulkParts::Index(index))
-        .body(lines)
+        .body(vec![body])
         .send()
         .await
         .map_err(|error| RequestFailure::Unanswered(error.to_string()))?;
@@ -158,22 +191,29 @@ async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[DocumentOp]) -> R
             body: text,
         });
     }
-    let body: Value = response
-        .json()
+    let bytes = response
+        .bytes()
         .await
-        .map_err(|error| RequestFailure::Unreadable(error.to_string()))?;
-    let items = body
-        .get("items")
-        .and_then(Value::as_array)
-        .ok_or_else(|| RequestFailure::Unreadable("bulk answer without items".into()))?;
-    if items.len() != ops.len() {
+        .map_err(|error| RequestFailure::Unanswered(error.to_string()))?;
+    outcomes(ops, &bytes)
+}
+
+/// Each op's outcome, from the bulk answer's bytes.
+fn outcomes(ops: &[&DocumentOp], answer: &[u8]) -> RequestResult {
+    let answer: BulkAnswer =
+        serde_json::from_slice(answer).map_err(|error| RequestFailure::Unreadable(format!("bulk answer: {error}")))?;
+    if answer.items.len() != ops.len() {
         return Err(RequestFailure::Unreadable(format!(
             "bulk answer has {} items for {} operations",
-            items.len(),
+            answer.items.len(),
             ops.len()
         )));
     }
-    Ok(ops.iter().zip(items).map(|(op, item)| item_outcome(op, item)).collect())
+    Ok(ops
+        .iter()
+        .zip(&answer.items)
+        .map(|(op, item)| item_outcome(op, &item.index))
+        .collect())
 }
 
 #[cfg(test)]
@@ -191,18 +231,55 @@ mod tests {
     }
 
     #[test]
-    fn bulk_lines_carry_the_external_version() {
-        let lines = bulk_lines(&[op(true), op(false)]);
-        assert_eq!(lines.len(), 3);
+    fn the_bulk_body_carries_the_external_version() {
+        let tricky = DocumentOp {
+            id: "c \"quoted\" \\ é:1".into(),
+            ..op(true)
+        };
+        let body = bulk_body([&op(true), &op(false), &tricky]);
+        assert!(body.ends_with(b"\n"));
+        let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').filter(|line| !line.is_empty()).collect();
+        assert_eq!(lines.len(), 5);
         assert_eq!(
-            serde_json::from_slice::<Value>(&lines[0]).unwrap(),
+            serde_json::from_slice::<Value>(lines[0]).unwrap(),
             json!({"index": {"_id": "c:1", "version": 9, "version_type": "external"}})
         );
         assert_eq!(lines[1], b"{}");
         assert_eq!(
-            serde_json::from_slice::<Value>(&lines[2]).unwrap(),
+            serde_json::from_slice::<Value>(lines[2]).unwrap(),
             json!({"delete": {"_id": "c:1", "version": 9, "version_type": "external"}})
         );
+        assert_eq!(
+            serde_json::from_slice::<Value>(lines[3]).unwrap(),
+            json!({"index": {"_id": "c \"quoted\" \\ é:1", "version": 9, "version_type": "external"}})
+        );
+    }
+
+    #[test]
+    fn a_bulk_answer_is_read_item_by_item_and_must_match_the_ops() {
+        let answer = br#"{"took": 3, "errors": true, "items": [
+            {"index": {"_index": "i", "_id": "c:1", "status": 201, "result": "created"}},
+            {"delete": {"_index": "i", "_id": "c:1", "status": 503,
+                        "error": {"type": "unavailable_shards_exception", "reason": "primary shard is not active"}}}
+        ]}"#;
+        let (upsert, delete) = (op(true), op(false));
+        let outcomes = outcomes(&[&upsert, &delete], answer).unwrap();
+        assert_eq!(outcomes[0], ItemOutcome::Done);
+        assert_eq!(
+            outcomes[1],
+            ItemOutcome::Retry {
+                reason: "503 unavailable_shards_exception: primary shard is not active".into(),
+                blocking: false
+            }
+        );
+        assert!(matches!(
+            super::outcomes(&[&upsert], answer),
+            Err(RequestFailure::Unreadable(message)) if message.contains("2 items for 1 operations")
+        ));
+        assert!(matches!(
+            super::outcomes(&[&upsert], b"<html>"),
+            Err(RequestFailure::Unreadable(_))
+        ));
     }
 
     #[test]
@@ -222,6 +299,11 @@ mod tests {
 
     #[test]
     fn every_item_status_has_its_outcome() {
+        // The outcome of one item, read from a bulk answer as the sink reads it.
+        let item_outcome = |op: &DocumentOp, item: &Value| {
+            let answer = serde_json::to_vec(&json!({ "items": [item] })).unwrap();
+            outcomes(&[op], &answer).unwrap().remove(0)
+        };
         let item = |action: &str, status: u64, error_type: Option<&str>| {
             let mut result = json!({"status": status});
             if let Some(error_type) = error_type {
