@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import requests
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
 BINARY = ROOT / "target" / "release" / "eligibility"
@@ -75,8 +75,24 @@ def wait(what, condition, timeout=600, every=0.2):
     sys.exit(f"timed out waiting until {what}")
 
 
-def caught_up(port):
-    """Nothing read and unacknowledged, nothing unread, for a second in a row."""
+def end_offsets(brokers, topics):
+    """The sum of the end offsets of every partition of `topics`, as the broker has them now."""
+    consumer = Consumer({"bootstrap.servers": brokers, "group.id": "measure-sink"})
+    total = 0
+    for topic in topics:
+        for partition in consumer.list_topics(topic, timeout=10).topics[topic].partitions:
+            total += consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+    consumer.close()
+    return total
+
+
+def caught_up(port, brokers, topics):
+    """The job's progress record holds every record sent so far (the sinks acknowledged
+    them all), and nothing is read and unacknowledged or unread."""
+    ends = end_offsets(brokers, topics)
+    wait("the job has committed every record",
+         lambda: metrics(port).get("eligibility_committed_offset", 0) >= ends)
+
     def quiet():
         m = metrics(port)
         return m.get("eligibility_records_unacknowledged", 1) == 0 and m.get("eligibility_consumer_lag", 1) == 0
@@ -166,7 +182,7 @@ listen = "127.0.0.1:{port}"
                               "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     try:
         wait("the metrics endpoint answers", lambda: metrics(port) is not None)
-        caught_up(port)
+        caught_up(port, args.brokers, topics.values())
         loaded = time.time() - job_started
 
         # The flood.
@@ -174,7 +190,7 @@ listen = "127.0.0.1:{port}"
         held_before = snapshot(es, index)
         started = time.time()
         produce_lines(bulk_producer, topics, flood)
-        caught_up(port)
+        caught_up(port, args.brokers, topics.values())
         flood_seconds = time.time() - started
         after = metrics(port)
         held_after = snapshot(es, index)
@@ -204,7 +220,7 @@ listen = "127.0.0.1:{port}"
             profiler.wait()
         cores = (cpu_seconds(job.pid) - cpu_before) / (time.time() - wall_before)
         steady_batches = (metrics(port)["eligibility_batches_closed_total"] - batches_before) / (time.time() - wall_before)
-        caught_up(port)
+        caught_up(port, args.brokers, topics.values())
 
         # The quiet stream: one change at a time, each visible as a new eligible_stock.
         produce_lines(producer, topics, [
@@ -257,6 +273,9 @@ def main():
     parser.add_argument("--flood", type=int, default=100_000)
     parser.add_argument("--rate", type=float, default=2_000, help="steady updates per second")
     parser.add_argument("--steady-seconds", type=float, default=30)
+    parser.add_argument("--steady-products-only", action="store_true",
+                        help="the steady stream without its campaign edits (the generator edits a campaign in 1%% "
+                             "of its updates: 20 edits/s at 2,000/s, each meeting the products under its criteria)")
     parser.add_argument("--samples", type=int, default=200, help="quiet changes timed")
     parser.add_argument("--quiet-gap", type=float, default=0.2, help="seconds between quiet changes")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
@@ -266,14 +285,20 @@ def main():
     args = parser.parse_args()
     es = os.environ.get("ELIGIBILITY_SEARCH_URL", "http://127.0.0.1:9200")
     steady_count = int(args.rate * args.steady_seconds)
+    # A few more updates than the steady stream needs, for when its campaign edits are left out.
+    steady_generated = steady_count + steady_count // 20
     work = Path(tempfile.mkdtemp(prefix="measure-sink-"))
     generated = work / "events.jsonl"
     subprocess.run([BINARY, "generate", "--products", str(args.products), "--campaigns", str(args.campaigns),
-                    "--sellers", str(max(args.products // 150, 10)), "--updates", str(args.flood + steady_count),
+                    "--sellers", str(max(args.products // 150, 10)), "--updates", str(args.flood + steady_generated),
                     "--malformed", "0", "--tree-depth", "0", "--output", generated], check=True)
     all_lines = generated.read_text().splitlines()
-    base_count = len(all_lines) - args.flood - steady_count
-    lines = (all_lines[:base_count], all_lines[base_count:base_count + args.flood], all_lines[base_count + args.flood:])
+    base_count = len(all_lines) - args.flood - steady_generated
+    steady = all_lines[base_count + args.flood:]
+    if args.steady_products_only:
+        steady = [line for line in steady if json.loads(line)["topic"] == "products"]
+    steady = steady[:steady_count]
+    lines = (all_lines[:base_count], all_lines[base_count:base_count + args.flood], steady)
     results = []
     for name in args.variants.split(","):
         workers, batching = VARIANTS[name]

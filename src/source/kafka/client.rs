@@ -40,6 +40,10 @@ pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
         ("queued.max.messages.kbytes", "16384"),
         // Per-partition lag for the metrics endpoint.
         ("statistics.interval.ms", "5000"),
+        // A trickle of records is fetched every few milliseconds in one answer, not one
+        // fetch per record: a lone change waits at most `fetch.wait.max.ms` more.
+        ("fetch.min.bytes", "65536"),
+        ("fetch.wait.max.ms", "10"),
     ];
     let required = [
         // Offsets are the job's own progress record, advanced only after the sinks acknowledge.
