@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use dataflows::{render_eligibility, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
 use support::{change, figures, run, run_with, sorted_changes, Event, Inputs};
-use timely::dataflow::operators::capture::{Capture, Extract};
+use timely::dataflow::operators::capture::Capture;
 use timely::dataflow::operators::Input;
 
 fn product(seller_id: u64, category_id: u64, price_minor: u64, stock: u32) -> Product {

@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use dataflows::reference::{apply_changes, changes_between, PairState, ReferenceState};
-use dataflows::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time};
+use dataflows::{Campaign, Category, CategoryId, IdSet, PairChange, Product, Time};
 use proptest::prelude::*;
 use support::{change, figures, run, Event};
 
