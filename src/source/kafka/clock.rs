@@ -75,6 +75,27 @@ pub struct BatchPolicy {
     pub min_interval: Duration,
 }
 
+impl BatchPolicy {
+    /// The grid (ms) live batch times sit on: `min_interval`, or `max_delay` where batches
+    /// are not spaced. Workers that open batches within one step of it give them the same
+    /// time, so a pair whose products sit on several workers changes once, not once per
+    /// worker; and a quiet worker's frontier follows the wall clock in these steps.
+    fn grid(&self) -> Time {
+        let step = match self.min_interval.is_zero() {
+            true => self.max_delay,
+            false => self.min_interval,
+        };
+        (step.as_millis() as Time).max(1)
+    }
+}
+
+/// The first point of the `grid` strictly after `wall` (counted from `LIVE_TIME_BASE`, so
+/// on whole wall-clock steps): the time of a batch opened at `wall`.
+fn grid_after(wall: Time, grid: Time) -> Time {
+    let since_base = wall.saturating_sub(LIVE_TIME_BASE);
+    LIVE_TIME_BASE + (since_base / grid + 1) * grid
+}
+
 /// Groups live records into batches, one logical time each: by size and delay while the
 /// sinks and the reading keep up; while an earlier batch still waits for the sinks or
 /// records wait to be read (`behind`), a batch stays open and grows, so a backlog forms
@@ -121,8 +142,9 @@ impl BatchClock {
             true => self.policy.max_records_behind.min(room).max(self.policy.max_records),
             false => self.policy.max_records,
         };
+        let grid = self.policy.grid();
         let batch = self.open.get_or_insert_with(|| OpenBatch {
-            time: self.next.max(wall),
+            time: self.next.max(grid_after(wall, grid)),
             opened: now,
             records: 0,
         });
@@ -166,16 +188,13 @@ impl BatchClock {
     }
 
     /// The least time a record not yet read can get. A quiet worker advances it in steps
-    /// of `max_delay`, not every millisecond: each new frontier costs a round of progress
-    /// messages through the dataflow, and a quiet worker only needs to keep up with the
-    /// delay the busy ones allow themselves.
+    /// of the grid, not every millisecond: each new frontier costs a round of progress
+    /// messages through the dataflow. It passes a batch time the moment the wall clock
+    /// reaches it, so another worker's lone change waits at most one step for this one.
     pub fn frontier(&self, wall: Time) -> Time {
         match &self.open {
             Some(batch) => batch.time,
-            None => {
-                let step = (self.policy.max_delay.as_millis() as Time).max(1);
-                self.next.max(wall - wall.saturating_sub(LIVE_TIME_BASE) % step)
-            }
+            None => self.next.max(grid_after(wall, self.policy.grid())),
         }
     }
 
@@ -184,7 +203,7 @@ impl BatchClock {
         if self.open.is_some() {
             return None;
         }
-        let time = self.next.max(wall);
+        let time = self.next.max(grid_after(wall, self.policy.grid()));
         self.next = time + 1;
         Some(time)
     }
@@ -225,21 +244,23 @@ mod tests {
     fn behind_the_sinks_a_batch_grows_and_closes_once_they_catch_up() {
         let start = Instant::now();
         let wall = LIVE_TIME_BASE + 1_000;
+        // Without min_interval the grid is max_delay (100 ms): the next point after `wall`.
+        let time = wall + 100;
         let mut clock = BatchClock::new(policy(2, 5, 0), 0);
         // Behind: neither size nor delay nor idleness closes it, up to the larger size.
         for _ in 0..4 {
-            assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), wall);
+            assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), time);
         }
         assert_eq!(clock.tick(start + Duration::from_secs(5), true, true), None);
         assert!(clock.is_open());
         // Caught up: a batch past the usual size closes at once.
-        assert_eq!(clock.tick(start, false, false), Some(wall));
+        assert_eq!(clock.tick(start, false, false), Some(time));
         // Behind again: the larger size still closes it.
         for _ in 0..4 {
             clock.time_for_record(start, wall, true, u64::MAX);
         }
         assert!(clock.is_open());
-        assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), wall + 1);
+        assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), time + 1);
         assert!(!clock.is_open());
         // Growing stops where the memory bound leaves no more room (never below max_records).
         let mut bounded = BatchClock::new(policy(2, 10, 0), 0);
@@ -252,7 +273,7 @@ mod tests {
         // Growing off (`max_records_behind` = `max_records`): behind changes nothing.
         let mut fixed = BatchClock::new(policy(2, 2, 0), 0);
         fixed.time_for_record(start, wall, true, u64::MAX);
-        assert_eq!(fixed.tick(start, true, true), Some(wall), "idle closes it");
+        assert_eq!(fixed.tick(start, true, true), Some(time), "idle closes it");
         fixed.time_for_record(start, wall, true, u64::MAX);
         fixed.time_for_record(start, wall, true, u64::MAX);
         assert!(!fixed.is_open(), "the usual size closes it");
@@ -262,10 +283,12 @@ mod tests {
     fn a_steady_trickle_closes_at_most_once_per_min_interval() {
         let start = Instant::now();
         let wall = LIVE_TIME_BASE + 1_000;
+        // The grid is min_interval (50 ms): a batch opened at `wall` gets the next point.
+        let time = wall + 50;
         let mut clock = BatchClock::new(policy(100, 100, 50), 0);
         // The first batch closes when idle: nothing closed before it.
         clock.time_for_record(start, wall, false, u64::MAX);
-        assert_eq!(clock.tick(start, true, false), Some(wall));
+        assert_eq!(clock.tick(start, true, false), Some(time));
         // The next, 10 ms later, waits out the interval though idle…
         let later = start + Duration::from_millis(10);
         clock.time_for_record(later, wall + 10, false, u64::MAX);
@@ -274,57 +297,76 @@ mod tests {
         // …and closes once it has passed.
         assert_eq!(
             clock.tick(start + Duration::from_millis(50), true, false),
-            Some(wall + 10)
+            Some(time + 1),
+            "the same grid step: the next time"
         );
         // A lone record long after the last batch closes at once: quiet streams pay nothing.
         let much_later = start + Duration::from_secs(3);
         clock.time_for_record(much_later, wall + 3_000, false, u64::MAX);
-        assert_eq!(clock.tick(much_later, true, false), Some(wall + 3_000));
+        assert_eq!(clock.tick(much_later, true, false), Some(wall + 3_050));
     }
 
     #[test]
     fn batches_close_by_size_delay_or_idleness_and_times_only_grow() {
         let start = Instant::now();
         let wall = LIVE_TIME_BASE + 1_000;
+        // Grid 100 ms (max_delay, no min_interval): a batch opened at `wall` gets `wall + 100`.
         let mut clock = BatchClock::new(policy(3, 3, 0), 0);
-        assert_eq!(clock.frontier(wall), wall);
+        assert_eq!(clock.frontier(wall), wall + 100);
         // Size: the third record closes the batch; the next record opens a later one.
-        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
-        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
-        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 100);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 100);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 100);
         assert!(!clock.is_open());
         assert_eq!(
             clock.time_for_record(start, wall, false, u64::MAX),
-            wall + 1,
-            "same millisecond, next time"
+            wall + 101,
+            "same grid step, next time"
         );
         // Delay: not yet, then yes.
         assert_eq!(clock.tick(start + Duration::from_millis(50), false, false), None);
         assert_eq!(
             clock.tick(start + Duration::from_millis(100), false, false),
-            Some(wall + 1)
+            Some(wall + 101)
         );
         // Idle: closes at once.
-        assert_eq!(clock.time_for_record(start, wall + 500, false, u64::MAX), wall + 500);
+        assert_eq!(clock.time_for_record(start, wall + 500, false, u64::MAX), wall + 600);
         assert_eq!(
-            clock.frontier(wall + 600),
-            wall + 500,
+            clock.frontier(wall + 650),
+            wall + 600,
             "an open batch holds the frontier"
         );
-        assert_eq!(clock.tick(start, true, false), Some(wall + 500));
+        assert_eq!(clock.tick(start, true, false), Some(wall + 600));
         assert_eq!(
             clock.frontier(wall + 600),
-            wall + 600,
+            wall + 700,
             "a quiet worker follows the clock"
         );
-        assert_eq!(clock.frontier(wall + 650), wall + 600, "in steps of the batch delay");
+        assert_eq!(clock.frontier(wall + 650), wall + 700, "in steps of the grid");
         // A wall clock that went backwards never makes times go back.
-        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 501);
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 601);
         // An empty batch waits for the open one; then it takes a time of its own.
         assert_eq!(clock.empty_batch(wall + 502), None);
-        assert_eq!(clock.tick(start, true, false), Some(wall + 501));
-        assert_eq!(clock.empty_batch(wall + 400), Some(wall + 502));
-        assert_eq!(clock.frontier(wall + 400), wall + 503);
+        assert_eq!(clock.tick(start, true, false), Some(wall + 601));
+        assert_eq!(clock.empty_batch(wall + 400), Some(wall + 602));
+        assert_eq!(clock.frontier(wall + 400), wall + 603);
+    }
+
+    #[test]
+    fn workers_batches_opened_within_a_grid_step_share_a_time_and_a_quiet_worker_passes_it_then() {
+        let start = Instant::now();
+        let step = LIVE_TIME_BASE + 1_000;
+        let (mut one, mut other, quiet) = (
+            BatchClock::new(policy(100, 100, 50), 0),
+            BatchClock::new(policy(100, 100, 50), 0),
+            BatchClock::new(policy(100, 100, 50), 0),
+        );
+        let time = one.time_for_record(start, step + 3, false, u64::MAX);
+        assert_eq!(other.time_for_record(start, step + 41, false, u64::MAX), time);
+        assert_eq!(time, step + 50);
+        // The quiet worker's frontier passes the batch when the wall clock reaches it.
+        assert!(quiet.frontier(step + 49) <= time);
+        assert!(quiet.frontier(step + 50) > time);
     }
 
     #[test]
