@@ -6,9 +6,6 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
-use bench::baselines::incremental::Incremental;
-use bench::baselines::recompute::{Recompute, Strategy};
-use bench::baselines::Implementation;
 use bench::report::{BenchReport, Kind};
 use bench::workload::{Workload, WorkloadSpec};
 use bench::{self, plot, BenchOptions, Phase};
@@ -39,11 +36,7 @@ fn every_baseline_matches_a_brute_force_recount() {
     for seed in [1, 2, 3] {
         let workload = Workload::build(&spec(seed));
         let mut reference = ReferenceState::default();
-        let mut baselines: Vec<Box<dyn Implementation>> = vec![
-            Box::new(Incremental::new()),
-            Box::new(Recompute::new(Strategy::PerCampaign)),
-            Box::new(Recompute::new(Strategy::PerPair)),
-        ];
+        let mut baselines = support::baselines();
         for phase in workload.phases() {
             for batch in workload.batches(&phase) {
                 for record in &batch.records {

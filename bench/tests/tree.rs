@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bench::baselines::incremental::Incremental;
-use bench::baselines::recompute::{Recompute, Strategy};
 use bench::baselines::Implementation;
 use bench::engine::{self, Feed};
 use bench::report::Kind;
@@ -48,12 +47,21 @@ fn spec(seed: u64, case: TreeCase) -> WorkloadSpec {
     }
 }
 
-fn baselines() -> Vec<Box<dyn Implementation>> {
-    vec![
-        Box::new(Incremental::new()),
-        Box::new(Recompute::new(Strategy::PerCampaign)),
-        Box::new(Recompute::new(Strategy::PerPair)),
-    ]
+/// Applies `records` in batches of `size` to the reference and to every baseline, and
+/// asserts after each batch that the baselines hold the reference's pairs.
+fn assert_baselines_follow(records: &[Record], size: usize, context: &str) {
+    let mut reference = ReferenceState::default();
+    let mut baselines = support::baselines();
+    for batch in records.chunks(size) {
+        for record in batch {
+            reference.apply(&record.key, &record.change);
+        }
+        let expected = reference.pairs();
+        for baseline in &mut baselines {
+            baseline.apply(batch);
+            assert_eq!(baseline.pairs(), expected, "{} {context}", baseline.name());
+        }
+    }
 }
 
 #[test]
@@ -122,7 +130,7 @@ fn every_baseline_matches_a_brute_force_recount_after_each_tree_phase_in_both_ca
         for case in [TreeCase::Tree, TreeCase::Flat] {
             let workload = Workload::build(&spec(seed, case));
             let mut reference = ReferenceState::default();
-            let mut baselines = baselines();
+            let mut baselines = support::baselines();
             let mut states = Vec::new();
             for phase in workload.phases() {
                 let mut writes = vec![0; baselines.len()];
@@ -233,18 +241,7 @@ fn the_baselines_follow_the_generators_tree_updates_batch_by_batch() {
         .filter(|r| matches!(r.change, Change::Category(Some(_))))
         .count();
     assert!(moves > 20, "{moves} category records among the updates");
-    let mut reference = ReferenceState::default();
-    let mut baselines = baselines();
-    for batch in records.chunks(97) {
-        for record in batch {
-            reference.apply(&record.key, &record.change);
-        }
-        let expected = reference.pairs();
-        for baseline in &mut baselines {
-            baseline.apply(batch);
-            assert_eq!(baseline.pairs(), expected, "{}", baseline.name());
-        }
-    }
+    assert_baselines_follow(&records, 97, "on the generated log");
 }
 
 /// Random forests with cycles, self-parents, parents without a record, tombstones and
@@ -299,19 +296,8 @@ fn the_baselines_follow_random_trees_with_cycles_and_tombstones() {
             let at = rng.random_range(0..=records.len());
             records.insert(at, record);
         }
-        let mut reference = ReferenceState::default();
-        let mut baselines = baselines();
         let size = rng.random_range(1..8);
-        for batch in records.chunks(size) {
-            for record in batch {
-                reference.apply(&record.key, &record.change);
-            }
-            let expected = reference.pairs();
-            for baseline in &mut baselines {
-                baseline.apply(batch);
-                assert_eq!(baseline.pairs(), expected, "{} in round {round}", baseline.name());
-            }
-        }
+        assert_baselines_follow(&records, size, &format!("in round {round}"));
     }
 }
 

@@ -3,6 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use bench::baselines::incremental::Incremental;
+use bench::baselines::recompute::{Recompute, Strategy};
+use bench::baselines::Implementation;
+
 /// The binary every implementation runs in, re-executed as the bench does.
 pub fn exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_eligibility-bench"))
@@ -39,4 +43,13 @@ pub fn file_modes_agree(log: &Path, dir: &Path) -> (Vec<u8>, Vec<u8>) {
     assert!(base_changes == engine_changes, "the change logs differ");
     assert!(base_letters == engine_letters, "the dead letters differ");
     (base_changes, base_letters)
+}
+
+/// Every baseline implementation, fresh.
+pub fn baselines() -> Vec<Box<dyn Implementation>> {
+    vec![
+        Box::new(Incremental::new()),
+        Box::new(Recompute::new(Strategy::PerCampaign)),
+        Box::new(Recompute::new(Strategy::PerPair)),
+    ]
 }

@@ -172,11 +172,7 @@ impl Matcher {
         for product in self.products.iter() {
             for (tag, old, new) in &scanned {
                 // Unrestricted by category: the tree does not matter.
-                let was = old.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-                let is = new.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-                if was != is {
-                    add(&mut self.deltas, *tag, product, if is { 1 } else { -1 });
-                }
+                add_flip(&mut self.deltas, *tag, product, old.as_ref(), new.as_ref());
             }
         }
     }
@@ -198,13 +194,11 @@ impl Matcher {
         // Deterministic work order (the sums do not depend on it).
         keys.sort_unstable();
         for key in keys {
-            let (in_old, in_new) = (old_keys.contains(&key), new_keys.contains(&key));
+            // A version meets the products under this key only if it names the key.
+            let old = old_rest.as_ref().filter(|_| old_keys.contains(&key));
+            let new = new_rest.as_ref().filter(|_| new_keys.contains(&key));
             for product in self.products.with_key(key) {
-                let was = in_old && old_rest.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-                let is = in_new && new_rest.as_ref().is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-                if was != is {
-                    add(&mut self.deltas, tag, product, if is { 1 } else { -1 });
-                }
+                add_flip(&mut self.deltas, tag, product, old, new);
             }
         }
     }
@@ -310,6 +304,23 @@ fn split_index(campaign: Option<&Campaign>) -> (Option<(Vec<PredicateKey>, Campa
         None => (None, None),
         Some(CampaignIndex::Keys(keys, rest)) => (Some((keys, rest)), None),
         Some(CampaignIndex::EveryCategory(rest)) => (None, Some(rest)),
+    }
+}
+
+/// Adds or retracts one product's share of a pair where its eligibility differs between a
+/// campaign's `old` and `new` version (`None`: the version does not meet it). Its figures
+/// do not depend on the campaign, so a product eligible under both changes nothing.
+fn add_flip(
+    deltas: &mut FastMap<PairTag, Contribution>,
+    tag: Tag,
+    product: &Product,
+    old: Option<&Campaign>,
+    new: Option<&Campaign>,
+) {
+    let was = old.is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+    let is = new.is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
+    if was != is {
+        add(deltas, tag, product, if is { 1 } else { -1 });
     }
 }
 

@@ -67,7 +67,7 @@ pub fn bulk_body<'a>(ops: impl IntoIterator<Item = &'a DocumentOp>) -> Vec<u8> {
         body.extend_from_slice(b"\":{\"_id\":");
         serde_json::to_writer(&mut body, &op.id).expect("a string always serializes");
         body.extend_from_slice(b",\"version\":");
-        body.extend_from_slice(op.version.to_string().as_bytes());
+        serde_json::to_writer(&mut body, &op.version).expect("a number always serializes");
         body.extend_from_slice(b",\"version_type\":\"external\"}}\n");
         if let Some(document) = &op.body {
             body.extend_from_slice(document);
