@@ -73,3 +73,24 @@ pub fn producer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
 pub fn admin_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String>, client_id: &str) -> ClientConfig {
     build(kafka, properties, client_id, &[], &[])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_consumer_batches_fetches_unless_told_otherwise_and_never_commits() {
+        let kafka = KafkaConfig::for_brokers("b:9092");
+        let defaults = consumer_config(&kafka, &BTreeMap::new(), "test");
+        assert_eq!(defaults.get("fetch.min.bytes"), Some("65536"));
+        assert_eq!(defaults.get("fetch.wait.max.ms"), Some("10"));
+        // The user's `client` table overrides a default, never a required setting.
+        let properties = BTreeMap::from([
+            ("fetch.wait.max.ms".to_owned(), "0".to_owned()),
+            ("enable.auto.commit".to_owned(), "true".to_owned()),
+        ]);
+        let told = consumer_config(&kafka, &properties, "test");
+        assert_eq!(told.get("fetch.wait.max.ms"), Some("0"));
+        assert_eq!(told.get("enable.auto.commit"), Some("false"));
+    }
+}
