@@ -439,3 +439,45 @@ fn two_processes_of_two_workers_agree_with_one_worker() {
     assert_eq!(single, expected_state(&lines));
     assert_eq!(change_log_state(&case.dir.path().join("cluster-changes.jsonl")), single);
 }
+
+/// The source tells a backlog from librdkafka's cached high watermark (no request to the
+/// broker): after one record of a partition is read, the cache holds the partition's end.
+#[test]
+fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
+    let _serial = serial();
+    let case = KafkaCase::new("watermark", false);
+    let lines = generated_lines(case.dir.path(), 40, 0, 7);
+    case.produce(&lines, 1);
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", "watermark-test")
+        .create()
+        .unwrap();
+    let topic = std::ffi::CString::new(case.products_topic.as_str()).unwrap();
+    assert_eq!(
+        eligibility::source::kafka::watermark::cached_high_watermark(&consumer, &topic, 0),
+        None,
+        "nothing fetched yet"
+    );
+    let (_, end) = consumer
+        .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
+        .unwrap();
+    assert!(end > 1);
+    let mut assignment = TopicPartitionList::new();
+    assignment
+        .add_partition_offset(&case.products_topic, 0, Offset::Beginning)
+        .unwrap();
+    consumer.assign(&assignment).unwrap();
+    let first = match consumer.poll(Duration::from_secs(10)) {
+        Some(Ok(message)) => message.offset(),
+        Some(Err(error)) => panic!("consumer error: {error}"),
+        None => panic!("no record within 10 s"),
+    };
+    assert_eq!(first, 0);
+    assert_eq!(
+        eligibility::source::kafka::watermark::cached_high_watermark(&consumer, &topic, 0),
+        Some(end),
+        "the end of the partition, with {} records left to read",
+        end - 1
+    );
+}

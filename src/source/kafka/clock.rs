@@ -67,7 +67,7 @@ impl ChunkClock {
 pub struct BatchPolicy {
     /// A batch closes at this size while the sinks keep up…
     pub max_records: u64,
-    /// …and grows to this size while an earlier batch still waits for them.
+    /// …and grows to this size while the worker is behind.
     pub max_records_behind: u64,
     /// A batch closes once this old, or once nothing more is ready…
     pub max_delay: Duration,
@@ -96,10 +96,16 @@ fn grid_after(wall: Time, grid: Time) -> Time {
     LIVE_TIME_BASE + (since_base / grid + 1) * grid
 }
 
-/// Groups live records into batches, one logical time each: by size and delay while the
-/// sinks and the reading keep up; while an earlier batch still waits for the sinks or
-/// records wait to be read (`behind`), a batch stays open and grows, so a backlog forms
-/// fewer, larger times and fewer intermediate states.
+/// Groups live records into batches, one logical time each.
+///
+/// While the sinks and the reading keep up, a batch closes by size, by delay or when
+/// nothing more is ready, at most once per `min_interval`. While the worker is *behind*
+/// (its last batch still waits for the sinks, or more records wait to be read than a batch
+/// holds), the open batch grows up to `max_records_behind`, so a backlog forms a few large
+/// times instead of many intermediate states. It closes once the sinks catch up, or once
+/// nothing more has been read for `max_delay`: a backlog read whole then forms its state
+/// while the sinks still write the previous one, and they replace that one's waiting
+/// writes instead of writing both.
 #[derive(Debug)]
 pub struct BatchClock {
     policy: BatchPolicy,
@@ -109,12 +115,16 @@ pub struct BatchClock {
     /// The least time the next batch may have.
     next: Time,
     open: Option<OpenBatch>,
+    /// The last batch closed, while the sinks have not yet acknowledged it.
+    awaited: Option<Time>,
 }
 
 #[derive(Debug)]
 struct OpenBatch {
     time: Time,
     opened: Instant,
+    /// When its last record was read.
+    last_read: Instant,
     records: u64,
 }
 
@@ -130,25 +140,36 @@ impl BatchClock {
             last_closed: None,
             next: not_before.max(LIVE_TIME_BASE),
             open: None,
+            awaited: None,
         }
+    }
+
+    /// Whether the open batch grows: the worker is behind (its last batch still waits for
+    /// the sinks, or `reading_backlog`), and growing is on (`max_records_behind` above
+    /// `max_records`).
+    fn grows(&self, reading_backlog: bool) -> bool {
+        (self.awaited.is_some() || reading_backlog) && self.policy.max_records_behind > self.policy.max_records
     }
 
     /// The time of a record read at `now` (wall clock `wall`): the open batch's, or a new
     /// batch's. A batch that reaches its size closes after this record.
     /// `room`: how many more records may wait for the sinks (the memory bound); a growing
     /// batch stops there, though never below `max_records`.
-    pub fn time_for_record(&mut self, now: Instant, wall: Time, behind: bool, room: u64) -> Time {
-        let size = match self.grows(behind) {
+    pub fn time_for_record(&mut self, now: Instant, wall: Time, reading_backlog: bool, room: u64) -> Time {
+        let size = match self.grows(reading_backlog) {
             true => self.policy.max_records_behind.min(room).max(self.policy.max_records),
             false => self.policy.max_records,
         };
         let grid = self.policy.grid();
+        let next = self.next;
         let batch = self.open.get_or_insert_with(|| OpenBatch {
-            time: self.next.max(grid_after(wall, grid)),
+            time: next.max(grid_after(wall, grid)),
             opened: now,
+            last_read: now,
             records: 0,
         });
         batch.records += 1;
+        batch.last_read = now;
         let time = batch.time;
         if batch.records >= size {
             self.close(now);
@@ -156,17 +177,22 @@ impl BatchClock {
         time
     }
 
-    /// Closes the open batch, unless the sinks are `behind`, if it is full (it grew while
-    /// they were) or, spaced by `min_interval`, old enough or with nothing more ready
-    /// (`idle`). Returns the time of the batch it closed.
-    pub fn tick(&mut self, now: Instant, idle: bool, behind: bool) -> Option<Time> {
+    /// Closes the open batch, spaced by `min_interval`: while the worker keeps up, once it
+    /// is full, old enough or nothing more is ready (`idle`); while it is behind, once
+    /// nothing more has been read for `max_delay`. Returns the time of the batch it closed.
+    pub fn tick(&mut self, now: Instant, idle: bool, reading_backlog: bool) -> Option<Time> {
+        let grows = self.grows(reading_backlog);
         let batch = self.open.as_ref()?;
         let spaced = self
             .last_closed
             .is_none_or(|closed| now.duration_since(closed) >= self.policy.min_interval);
-        let due = !self.grows(behind)
-            && (batch.records >= self.policy.max_records
-                || (spaced && (idle || now.duration_since(batch.opened) >= self.policy.max_delay)));
+        let due = match grows {
+            true => spaced && now.duration_since(batch.last_read) >= self.policy.max_delay,
+            false => {
+                batch.records >= self.policy.max_records
+                    || (spaced && (idle || now.duration_since(batch.opened) >= self.policy.max_delay))
+            }
+        };
         if due {
             self.close(now)
         } else {
@@ -174,17 +200,22 @@ impl BatchClock {
         }
     }
 
-    /// Whether the open batch grows: the sinks are behind, and growing is on
-    /// (`max_records_behind` above `max_records`).
-    fn grows(&self, behind: bool) -> bool {
-        behind && self.policy.max_records_behind > self.policy.max_records
-    }
-
     fn close(&mut self, now: Instant) -> Option<Time> {
         let batch = self.open.take()?;
         self.next = batch.time + 1;
         self.last_closed = Some(now);
+        self.awaited = Some(batch.time);
         Some(batch.time)
+    }
+
+    /// Every time below `frontier` (every time, if `None`) is acknowledged by the sinks.
+    pub fn acknowledged(&mut self, frontier: Option<Time>) {
+        if self
+            .awaited
+            .is_some_and(|time| frontier.is_none_or(|frontier| time < frontier))
+        {
+            self.awaited = None;
+        }
     }
 
     /// The least time a record not yet read can get. A quiet worker advances it in steps
@@ -205,6 +236,7 @@ impl BatchClock {
         }
         let time = self.next.max(grid_after(wall, self.policy.grid()));
         self.next = time + 1;
+        self.awaited = Some(time);
         Some(time)
     }
 
@@ -229,7 +261,7 @@ mod tests {
         assert_eq!(clock.frontier(), 3, "a full chunk is complete");
     }
 
-    /// Batches of `max_records` (`behind`: `max_records_behind`), a 100 ms delay, spaced
+    /// Batches of `max_records` (behind: `max_records_behind`), a 100 ms delay, spaced
     /// by `min_interval_ms`.
     fn policy(max_records: u64, max_records_behind: u64, min_interval_ms: u64) -> BatchPolicy {
         BatchPolicy {
@@ -240,28 +272,45 @@ mod tests {
         }
     }
 
+    fn ms(millis: u64) -> Duration {
+        Duration::from_millis(millis)
+    }
+
     #[test]
-    fn behind_the_sinks_a_batch_grows_and_closes_once_they_catch_up() {
+    fn behind_the_sinks_a_batch_grows_while_records_come_and_closes_when_they_catch_up() {
         let start = Instant::now();
         let wall = LIVE_TIME_BASE + 1_000;
         // Without min_interval the grid is max_delay (100 ms): the next point after `wall`.
         let time = wall + 100;
-        let mut clock = BatchClock::new(policy(2, 5, 0), 0);
-        // Behind: neither size nor delay nor idleness closes it, up to the larger size.
-        for _ in 0..4 {
-            assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), time);
-        }
-        assert_eq!(clock.tick(start + Duration::from_secs(5), true, true), None);
-        assert!(clock.is_open());
-        // Caught up: a batch past the usual size closes at once.
-        assert_eq!(clock.tick(start, false, false), Some(time));
-        // Behind again: the larger size still closes it.
-        for _ in 0..4 {
-            clock.time_for_record(start, wall, true, u64::MAX);
-        }
-        assert!(clock.is_open());
-        assert_eq!(clock.time_for_record(start, wall, true, u64::MAX), time + 1);
+        let mut clock = BatchClock::new(policy(2, 6, 0), 0);
+        // A first batch closes at its size; it waits for the sinks.
+        clock.time_for_record(start, wall, false, u64::MAX);
+        clock.time_for_record(start, wall, false, u64::MAX);
         assert!(!clock.is_open());
+        // Behind the sinks: neither size nor delay nor idleness closes the next while
+        // records keep coming (the last one 5 s after the first)…
+        for at in [0, 1, 2, 5_000] {
+            assert_eq!(clock.time_for_record(start + ms(at), wall, false, u64::MAX), time + 1);
+        }
+        let last_read = start + ms(5_000);
+        assert_eq!(clock.tick(last_read + ms(99), true, false), None);
+        assert!(clock.is_open());
+        // …until the sinks acknowledge the first: past the usual size, it closes at once.
+        clock.acknowledged(Some(time + 1));
+        assert_eq!(clock.tick(last_read + ms(99), false, false), Some(time + 1));
+        // Still behind, a batch closes once nothing more has been read for max_delay: the
+        // sinks get its changes while they still write the previous batch's.
+        clock.time_for_record(last_read, wall, false, u64::MAX);
+        assert_eq!(clock.tick(last_read + ms(99), true, false), None);
+        assert_eq!(clock.tick(last_read + ms(100), true, false), Some(time + 2));
+        // Records waiting to be read make a worker behind too, and the larger size closes it.
+        let mut reading = BatchClock::new(policy(2, 6, 0), 0);
+        for _ in 0..5 {
+            reading.time_for_record(start, wall, true, u64::MAX);
+        }
+        assert_eq!(reading.tick(start, true, true), None, "idle, but more is waiting");
+        assert_eq!(reading.time_for_record(start, wall, true, u64::MAX), time);
+        assert!(!reading.is_open(), "closed at the larger size");
         // Growing stops where the memory bound leaves no more room (never below max_records).
         let mut bounded = BatchClock::new(policy(2, 10, 0), 0);
         for _ in 0..3 {
@@ -285,23 +334,25 @@ mod tests {
         let wall = LIVE_TIME_BASE + 1_000;
         // The grid is min_interval (50 ms): a batch opened at `wall` gets the next point.
         let time = wall + 50;
-        let mut clock = BatchClock::new(policy(100, 100, 50), 0);
+        let mut clock = BatchClock::new(policy(100, 1_000, 50), 0);
         // The first batch closes when idle: nothing closed before it.
         clock.time_for_record(start, wall, false, u64::MAX);
         assert_eq!(clock.tick(start, true, false), Some(time));
-        // The next, 10 ms later, waits out the interval though idle…
-        let later = start + Duration::from_millis(10);
+        // The sinks keep up. The next, 10 ms later, waits out the interval though idle…
+        clock.acknowledged(Some(time + 1));
+        let later = start + ms(10);
         clock.time_for_record(later, wall + 10, false, u64::MAX);
         assert_eq!(clock.tick(later, true, false), None);
-        assert_eq!(clock.tick(start + Duration::from_millis(49), true, false), None);
+        assert_eq!(clock.tick(start + ms(49), true, false), None);
         // …and closes once it has passed.
         assert_eq!(
-            clock.tick(start + Duration::from_millis(50), true, false),
+            clock.tick(start + ms(50), true, false),
             Some(time + 1),
             "the same grid step: the next time"
         );
         // A lone record long after the last batch closes at once: quiet streams pay nothing.
-        let much_later = start + Duration::from_secs(3);
+        clock.acknowledged(None);
+        let much_later = start + ms(3_000);
         clock.time_for_record(much_later, wall + 3_000, false, u64::MAX);
         assert_eq!(clock.tick(much_later, true, false), Some(wall + 3_050));
     }
@@ -324,11 +375,8 @@ mod tests {
             "same grid step, next time"
         );
         // Delay: not yet, then yes.
-        assert_eq!(clock.tick(start + Duration::from_millis(50), false, false), None);
-        assert_eq!(
-            clock.tick(start + Duration::from_millis(100), false, false),
-            Some(wall + 101)
-        );
+        assert_eq!(clock.tick(start + ms(50), false, false), None);
+        assert_eq!(clock.tick(start + ms(100), false, false), Some(wall + 101));
         // Idle: closes at once.
         assert_eq!(clock.time_for_record(start, wall + 500, false, u64::MAX), wall + 600);
         assert_eq!(

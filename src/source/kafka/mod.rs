@@ -24,8 +24,10 @@ pub mod context;
 pub mod lag;
 pub mod start;
 pub mod topics;
+pub mod watermark;
 
 use std::collections::VecDeque;
+use std::ffi::CString;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,7 +120,10 @@ impl SourceFactory for KafkaSourceFactory {
                 .records_consumed
                 .get_or_create(&Metrics::partition(&start.id.topic, start.id.partition))
                 .clone();
+            let topic_name = CString::new(start.id.topic.as_str())
+                .map_err(|_| SourceError::Config(format!("topic name {:?} holds a NUL byte", start.id.topic)))?;
             partitions.push(OwnedPartition {
+                topic_name,
                 consumed,
                 backlog: PartitionBacklog::new(start.rebuild_until.max(0)),
                 reached: start.rebuild_until <= 0,
@@ -153,8 +158,8 @@ impl SourceFactory for KafkaSourceFactory {
                 // The reconciliation happens at `live_from`; live batches come after it.
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
             ),
-            awaiting_acknowledgement: VecDeque::new(),
             reading_backlog: false,
+            backlog_records: self.batching.max_records,
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
             max_unacknowledged_records: self.kafka.max_unacknowledged_records,
             unacknowledged: VecDeque::new(),
@@ -179,6 +184,8 @@ enum Phase {
 
 struct OwnedPartition {
     id: PartitionId,
+    /// The topic's name for librdkafka's C calls, made once.
+    topic_name: CString,
     rebuild_until: i64,
     /// The offset after the last record handed out.
     next_offset: i64,
@@ -209,10 +216,10 @@ pub struct KafkaSource {
     max_unacknowledged: u64,
     /// How many records of closed live batches may wait for the sinks' acknowledgement.
     max_unacknowledged_records: u64,
-    /// Closed live batches not yet acknowledged: while any is, the open batch grows.
-    awaiting_acknowledgement: VecDeque<Time>,
-    /// The last poll filled its budget: more records are ready, the open batch grows.
+    /// More records are ready than one batch holds: the open batch grows.
     reading_backlog: bool,
+    /// How many records waiting to be read make a backlog (`max_records`).
+    backlog_records: u64,
     /// Closed live batches that may not be acknowledged yet: (time, records).
     unacknowledged: VecDeque<(Time, u64)>,
     unacknowledged_records: u64,
@@ -265,7 +272,7 @@ impl KafkaSource {
                     .saturating_sub(self.unacknowledged_records);
                 let time = self
                     .batches
-                    .time_for_record(now, live_time_now(), self.backlogged(), room);
+                    .time_for_record(now, live_time_now(), self.reading_backlog, room);
                 (time, !self.batches.is_open())
             }
         };
@@ -280,20 +287,31 @@ impl KafkaSource {
         }
     }
 
-    /// Whether the open batch should grow instead of closing: an earlier batch still waits
-    /// for the sinks, or records are waiting to be read (the last poll filled its budget:
-    /// a partition's end is not a signal, librdkafka reports it only a fetch later). Either way closing now would only form an intermediate
-    /// state that the next batch replaces.
-    fn backlogged(&self) -> bool {
-        !self.awaiting_acknowledgement.is_empty() || self.reading_backlog
+    /// How many records wait beyond what the worker has read, by the high watermarks of
+    /// the last fetch answers (the prefetched queues and the brokers' logs). A poll that
+    /// comes back short says nothing: it may only have drained a queue between fetches.
+    fn waiting_records(&self) -> u64 {
+        self.partitions
+            .iter()
+            .filter_map(|p| {
+                let high = watermark::cached_high_watermark(&self.consumer, &p.topic_name, p.id.partition)?;
+                Some(high.saturating_sub(p.next_offset).max(0) as u64)
+            })
+            .sum()
     }
 
     /// Accounts for a closed batch, and checkpoints the next offset of every partition.
     fn closed_batch(&mut self, time: Time) -> SourceRecord {
         self.metrics.batches_closed.inc();
+        tracing::debug!(
+            worker = self.worker_index,
+            time = time.saturating_sub(LIVE_TIME_BASE),
+            records = self.batch_records,
+            reading_backlog = self.reading_backlog,
+            "batch closed"
+        );
         self.metrics.batch_records.observe(self.batch_records as f64);
         if self.phase == Phase::Live {
-            self.awaiting_acknowledgement.push_back(time);
             self.unacknowledged.push_back((time, self.batch_records));
             self.unacknowledged_records += self.batch_records;
             // The job loop waits for the floor before it polls again, so the batches
@@ -450,12 +468,13 @@ impl Source for KafkaSource {
             taken += from_this;
         }
         self.queues = queues;
-        self.reading_backlog = taken >= budget;
+        self.reading_backlog =
+            taken >= budget || (self.phase == Phase::Live && self.waiting_records() >= self.backlog_records);
         if self.phase == Phase::Rebuilding && self.partitions.iter().all(|p| p.reached) {
             self.go_live(out)?;
         }
         if self.phase == Phase::Live {
-            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, self.backlogged()) {
+            if let Some(time) = self.batches.tick(Instant::now(), taken == 0, self.reading_backlog) {
                 out.push(self.closed_batch(time));
             }
             let caught_up = self.partitions.iter().all(|p| p.at_end && p.held_back.is_empty());
@@ -474,12 +493,7 @@ impl Source for KafkaSource {
     }
 
     fn acknowledged(&mut self, frontier: Option<Time>) {
-        while let Some(first) = self.awaiting_acknowledgement.front() {
-            if frontier.is_some_and(|frontier| *first >= frontier) {
-                break;
-            }
-            self.awaiting_acknowledgement.pop_front();
-        }
+        self.batches.acknowledged(frontier);
         for partition in &mut self.partitions {
             partition.backlog.acknowledged(frontier);
         }
