@@ -156,6 +156,7 @@ pub fn kafka_job(
             plan,
             metrics: metrics.clone(),
             stop_at_end,
+            siblings: Default::default(),
         }),
         changes,
         dead_letters: on_first_worker(letters),

@@ -10,9 +10,13 @@
 //! clock, so all workers advance together whether their partitions are busy or quiet, and
 //! they only grow, also across restarts (they start above the last committed time).
 
+use std::cell::Cell;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dataflows::model::Time;
+
+use super::siblings::SiblingBatches;
 
 /// The first live time; rebuild times are below it.
 pub const LIVE_TIME_BASE: Time = 1 << 62;
@@ -117,6 +121,11 @@ pub struct BatchClock {
     open: Option<OpenBatch>,
     /// The last batch closed, while the sinks have not yet acknowledged it.
     awaited: Option<Time>,
+    /// The batches of the process's other workers, and this worker's index among them.
+    siblings: Arc<SiblingBatches>,
+    worker: usize,
+    /// The greatest frontier reported: frontiers never go back.
+    reported: Cell<Time>,
 }
 
 #[derive(Debug)]
@@ -141,7 +150,33 @@ impl BatchClock {
             next: not_before.max(LIVE_TIME_BASE),
             open: None,
             awaited: None,
+            siblings: Arc::default(),
+            worker: 0,
+            reported: Cell::new(0),
         }
+    }
+
+    /// Shares batch times with the other workers of the process (`siblings.rs`).
+    pub fn with_siblings(self, siblings: Arc<SiblingBatches>, worker: usize) -> Self {
+        BatchClock {
+            siblings,
+            worker,
+            ..self
+        }
+    }
+
+    /// The time a batch opened now would get: a sibling's open batch's, if this worker
+    /// may still take it and it is not ahead of the wall-clock grid; else the next point of
+    /// the grid after `wall`, past every time a sibling has closed.
+    fn opening_time(&self, wall: Time) -> Time {
+        let floor = self.next.max(self.reported.get());
+        let own = grid_after(wall, self.policy.grid());
+        let seen = self.siblings.seen_by(self.worker);
+        let time = match seen.open {
+            Some(open) if open >= floor && open <= own => open,
+            _ => own.max(seen.last_closed.map_or(0, |closed| closed + 1)),
+        };
+        time.max(floor)
     }
 
     /// Whether the open batch grows: the worker is behind (its last batch still waits for
@@ -160,14 +195,18 @@ impl BatchClock {
             true => self.policy.max_records_behind.min(room).max(self.policy.max_records),
             false => self.policy.max_records,
         };
-        let grid = self.policy.grid();
-        let next = self.next;
-        let batch = self.open.get_or_insert_with(|| OpenBatch {
-            time: next.max(grid_after(wall, grid)),
-            opened: now,
-            last_read: now,
-            records: 0,
-        });
+        if self.open.is_none() {
+            let time = self.opening_time(wall);
+            self.siblings.opened(self.worker, time);
+            self.reported.set(self.reported.get().max(time));
+            self.open = Some(OpenBatch {
+                time,
+                opened: now,
+                last_read: now,
+                records: 0,
+            });
+        }
+        let batch = self.open.as_mut().expect("opened above");
         batch.records += 1;
         batch.last_read = now;
         let time = batch.time;
@@ -202,6 +241,7 @@ impl BatchClock {
 
     fn close(&mut self, now: Instant) -> Option<Time> {
         let batch = self.open.take()?;
+        self.siblings.closed(self.worker, batch.time);
         self.next = batch.time + 1;
         self.last_closed = Some(now);
         self.awaited = Some(batch.time);
@@ -223,10 +263,12 @@ impl BatchClock {
     /// messages through the dataflow. It passes a batch time the moment the wall clock
     /// reaches it, so another worker's lone change waits at most one step for this one.
     pub fn frontier(&self, wall: Time) -> Time {
-        match &self.open {
+        let frontier = match &self.open {
             Some(batch) => batch.time,
-            None => self.next.max(grid_after(wall, self.policy.grid())),
-        }
+            None => self.opening_time(wall),
+        };
+        self.reported.set(self.reported.get().max(frontier));
+        frontier
     }
 
     /// A time for a batch with no records (a checkpoint only), unless one is open.
@@ -234,7 +276,8 @@ impl BatchClock {
         if self.open.is_some() {
             return None;
         }
-        let time = self.next.max(grid_after(wall, self.policy.grid()));
+        let time = self.opening_time(wall);
+        self.siblings.closed(self.worker, time);
         self.next = time + 1;
         self.awaited = Some(time);
         Some(time)
@@ -391,13 +434,13 @@ mod tests {
             "a quiet worker follows the clock"
         );
         assert_eq!(clock.frontier(wall + 650), wall + 700, "in steps of the grid");
-        // A wall clock that went backwards never makes times go back.
-        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 601);
+        // A wall clock that went backwards never takes times below a reported frontier.
+        assert_eq!(clock.time_for_record(start, wall, false, u64::MAX), wall + 700);
         // An empty batch waits for the open one; then it takes a time of its own.
         assert_eq!(clock.empty_batch(wall + 502), None);
-        assert_eq!(clock.tick(start, true, false), Some(wall + 601));
-        assert_eq!(clock.empty_batch(wall + 400), Some(wall + 602));
-        assert_eq!(clock.frontier(wall + 400), wall + 603);
+        assert_eq!(clock.tick(start, true, false), Some(wall + 700));
+        assert_eq!(clock.empty_batch(wall + 400), Some(wall + 701));
+        assert_eq!(clock.frontier(wall + 400), wall + 702);
     }
 
     #[test]
@@ -415,6 +458,37 @@ mod tests {
         // The quiet worker's frontier passes the batch when the wall clock reaches it.
         assert!(quiet.frontier(step + 49) <= time);
         assert!(quiet.frontier(step + 50) > time);
+    }
+
+    #[test]
+    fn workers_of_one_process_share_an_open_batchs_time_and_pass_a_closed_one_at_once() {
+        let start = Instant::now();
+        let step = LIVE_TIME_BASE + 1_000;
+        let siblings = Arc::new(SiblingBatches::default());
+        let clock = |worker| BatchClock::new(policy(100, 1_000, 50), 0).with_siblings(siblings.clone(), worker);
+        let (mut one, mut other, mut quiet) = (clock(0), clock(1), clock(2));
+        // One opens a batch; the other, opening its own three steps later, takes its time.
+        let time = one.time_for_record(start, step + 3, false, u64::MAX);
+        assert_eq!(time, step + 50);
+        assert_eq!(quiet.frontier(step + 10), time, "held at the open batch");
+        assert_eq!(other.time_for_record(start, step + 160, false, u64::MAX), time);
+        // One closes it and opens its next: a time of its own (past the one it closed).
+        assert_eq!(one.tick(start, true, false), Some(time));
+        let next = one.time_for_record(start, step + 170, false, u64::MAX);
+        assert_eq!(next, step + 200);
+        // The other closes; its next batch takes one's open time.
+        assert_eq!(other.tick(start, true, false), Some(time));
+        assert_eq!(other.time_for_record(start, step + 180, false, u64::MAX), next);
+        // The sinks keep up and both close: the quiet worker passes their time at once,
+        // not when the wall clock reaches it.
+        let spaced = start + ms(50);
+        for clock in [&mut one, &mut other] {
+            clock.acknowledged(None);
+            assert_eq!(clock.tick(spaced, true, false), Some(next));
+        }
+        assert!(quiet.frontier(step + 181) > next);
+        // Its next record gets a later time.
+        assert!(quiet.time_for_record(start, step + 181, false, u64::MAX) > next);
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod clock;
 pub mod config;
 pub mod context;
 pub mod lag;
+pub mod siblings;
 pub mod start;
 pub mod topics;
 pub mod watermark;
@@ -48,6 +49,7 @@ use self::config::{BatchingConfig, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
+use self::siblings::SiblingBatches;
 use self::start::{PartitionStart, StartPlan};
 use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus};
 use crate::dead_letter::{DeadLetter, Origin};
@@ -62,6 +64,8 @@ pub struct KafkaSourceFactory {
     pub metrics: Arc<Metrics>,
     /// Stop once every partition has been read to its end (for batch runs and tests).
     pub stop_at_end: bool,
+    /// The live batches of this process's workers, shared so that they share batch times.
+    pub siblings: Arc<SiblingBatches>,
 }
 
 impl SourceFactory for KafkaSourceFactory {
@@ -157,7 +161,8 @@ impl SourceFactory for KafkaSourceFactory {
                 self.batching.policy(),
                 // The reconciliation happens at `live_from`; live batches come after it.
                 live_from.map_or(LIVE_TIME_BASE, |time| time + 1),
-            ),
+            )
+            .with_siblings(self.siblings.clone(), worker_index),
             reading_backlog: false,
             backlog_records: self.batching.max_records,
             max_unacknowledged: self.kafka.max_unacknowledged_ms,

@@ -1,0 +1,63 @@
+//! The live batches of one process's workers, so that they can share batch times.
+//!
+//! Each worker cuts its own batches, at moments of its own (its partitions, its pauses), so
+//! wall-clock times alone give two workers' batches different times and a pair fed by both
+//! changes at each. Workers of one process share memory: a worker that opens a batch
+//! while a sibling's batch is open takes the sibling's time (it holds the frontier there
+//! anyway), and a quiet worker passes a time a sibling has closed at once, instead of
+//! waiting for the wall clock to reach it. Workers of other processes are not seen: theirs
+//! stay on the wall-clock grid.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use dataflows::model::Time;
+
+#[derive(Debug, Default)]
+pub struct SiblingBatches {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Worker index -> the time of its open batch.
+    open: BTreeMap<usize, Time>,
+    /// The greatest time a worker of this process has closed.
+    last_closed: Option<Time>,
+}
+
+/// What a worker sees of its siblings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The least time of a sibling's open batch.
+    pub open: Option<Time>,
+    /// The greatest time a worker of the process has closed.
+    pub last_closed: Option<Time>,
+}
+
+impl SiblingBatches {
+    /// What `worker` sees of the others.
+    pub fn seen_by(&self, worker: usize) -> Seen {
+        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        Seen {
+            open: state
+                .open
+                .iter()
+                .filter(|(index, _)| **index != worker)
+                .map(|(_, time)| *time)
+                .min(),
+            last_closed: state.last_closed,
+        }
+    }
+
+    pub fn opened(&self, worker: usize, time: Time) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.open.insert(worker, time);
+    }
+
+    pub fn closed(&self, worker: usize, time: Time) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.open.remove(&worker);
+        state.last_closed = state.last_closed.max(Some(time));
+    }
+}
