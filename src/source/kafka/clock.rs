@@ -157,12 +157,10 @@ impl BatchClock {
     }
 
     /// Shares batch times with the other workers of the process (`siblings.rs`).
-    pub fn with_siblings(self, siblings: Arc<SiblingBatches>, worker: usize) -> Self {
-        BatchClock {
-            siblings,
-            worker,
-            ..self
-        }
+    pub fn with_siblings(mut self, siblings: Arc<SiblingBatches>, worker: usize) -> Self {
+        self.siblings = siblings;
+        self.worker = worker;
+        self
     }
 
     /// The time a batch opened now would get: a sibling's open batch's, if this worker
@@ -286,6 +284,12 @@ impl BatchClock {
     /// Whether a batch is open.
     pub fn is_open(&self) -> bool {
         self.open.is_some()
+    }
+}
+
+impl Drop for BatchClock {
+    fn drop(&mut self) {
+        self.siblings.left(self.worker);
     }
 }
 
@@ -489,6 +493,12 @@ mod tests {
         assert!(quiet.frontier(step + 181) > next);
         // Its next record gets a later time.
         assert!(quiet.time_for_record(start, step + 181, false, u64::MAX) > next);
+        assert!(quiet.tick(spaced, true, false).is_some());
+        // A worker that stops holds nobody with the batch it left open.
+        let held = one.time_for_record(start, step + 300, false, u64::MAX);
+        assert_eq!(other.frontier(step + 300), held);
+        drop(one);
+        assert_eq!(other.frontier(step + 400), step + 450);
     }
 
     #[test]

@@ -55,6 +55,12 @@ impl SiblingBatches {
         state.open.insert(worker, time);
     }
 
+    /// `worker` stops (its source is dropped): its open batch holds nobody any more.
+    pub fn left(&self, worker: usize) {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        state.open.remove(&worker);
+    }
+
     pub fn closed(&self, worker: usize, time: Time) {
         let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         state.open.remove(&worker);
