@@ -12,6 +12,7 @@ use std::time::Duration;
 use dataflows::model::{PairChange, PairKey};
 use dataflows::reference::{changes_between, PairState};
 use eligibility::change_log::read_changes;
+use eligibility::source::kafka::watermark::cached_high_watermark;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -454,11 +455,7 @@ fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
         .create()
         .unwrap();
     let topic = std::ffi::CString::new(case.products_topic.as_str()).unwrap();
-    assert_eq!(
-        eligibility::source::kafka::watermark::cached_high_watermark(&consumer, &topic, 0),
-        None,
-        "nothing fetched yet"
-    );
+    assert_eq!(cached_high_watermark(&consumer, &topic, 0), None, "nothing fetched yet");
     let (_, end) = consumer
         .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
         .unwrap();
@@ -475,7 +472,7 @@ fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
     };
     assert_eq!(first, 0);
     assert_eq!(
-        eligibility::source::kafka::watermark::cached_high_watermark(&consumer, &topic, 0),
+        cached_high_watermark(&consumer, &topic, 0),
         Some(end),
         "the end of the partition, with {} records left to read",
         end - 1

@@ -9,7 +9,7 @@
 //! stay on the wall-clock grid.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use dataflows::model::Time;
 
@@ -27,7 +27,7 @@ struct State {
 }
 
 /// What a worker sees of its siblings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Seen {
     /// The least time of a sibling's open batch.
     pub open: Option<Time>,
@@ -36,9 +36,15 @@ pub struct Seen {
 }
 
 impl SiblingBatches {
+    /// The shared state; a worker that panicked holding it left it whole (each change is
+    /// one map operation), so a poisoned lock is still read.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// What `worker` sees of the others.
     pub fn seen_by(&self, worker: usize) -> Seen {
-        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.state();
         Seen {
             open: state
                 .open
@@ -51,18 +57,18 @@ impl SiblingBatches {
     }
 
     pub fn opened(&self, worker: usize, time: Time) {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self.state();
         state.open.insert(worker, time);
     }
 
     /// `worker` stops (its source is dropped): its open batch holds nobody any more.
     pub fn left(&self, worker: usize) {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self.state();
         state.open.remove(&worker);
     }
 
     pub fn closed(&self, worker: usize, time: Time) {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self.state();
         state.open.remove(&worker);
         state.last_closed = state.last_closed.max(Some(time));
     }
