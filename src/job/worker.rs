@@ -3,7 +3,7 @@
 //! The probe sees the acknowledged frontier of every sink on every worker. A source says
 //! how far it may run ahead of it (`backpressure_floor`), so a slow sink slows the source
 //! instead of filling memory. A worker never blocks on its source: it polls, steps the
-//! dataflow, and parks briefly only when nothing is ready.
+//! dataflow, and parks only when nothing is ready, for as long as its source allows.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -332,7 +332,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             worker.step_or_park(Some(Duration::from_millis(1)));
             watch.after_step()?;
         }
-        worker.step_or_park(Some(if idle { Duration::from_millis(2) } else { Duration::ZERO }));
+        worker.step_or_park(Some(if idle { source.idle_wait() } else { Duration::ZERO }));
     }
     drop(inputs);
     while !watch.probe.done() {

@@ -8,6 +8,8 @@
 pub mod event_log;
 pub mod kafka;
 
+use std::time::Duration;
+
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::Upsert;
 
@@ -121,6 +123,13 @@ pub trait Source {
     /// The job polls again only once every sink has acknowledged all times below this:
     /// how far the source may run ahead of its output.
     fn backpressure_floor(&self) -> Time;
+
+    /// How long the worker may sleep after a poll that found nothing. A source that wakes
+    /// the worker itself when records arrive says how long until it must be polled anyway
+    /// (a batch to close, a frontier to move); one that does not, a short poll interval.
+    fn idle_wait(&self) -> Duration {
+        Duration::from_millis(2)
+    }
 
     /// Every sink has acknowledged every time below `frontier` (every time, if `None`).
     /// Told before each poll; a source may size its batches and report its backlog by it.

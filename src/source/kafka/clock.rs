@@ -246,6 +246,22 @@ impl BatchClock {
         Some(batch.time)
     }
 
+    /// How long until `tick` may close the open batch or the frontier moves, if nothing
+    /// more is read: how long a worker woken by new records may sleep. Without an open
+    /// batch, the frontier moves at the next point of the grid.
+    pub fn idle_wait(&self, now: Instant, wall: Time, reading_backlog: bool) -> Duration {
+        let Some(batch) = &self.open else {
+            return Duration::from_millis(grid_after(wall, self.policy.grid()) - wall);
+        };
+        let spaced = self.last_closed.map_or(now, |closed| closed + self.policy.min_interval);
+        let due = match self.grows(reading_backlog) {
+            true => spaced.max(batch.last_read + self.policy.max_delay),
+            // Nothing more is ready (the worker is idle): it closes once spaced.
+            false => spaced,
+        };
+        due.saturating_duration_since(now)
+    }
+
     /// Every time below `frontier` (every time, if `None`) is acknowledged by the sinks.
     pub fn acknowledged(&mut self, frontier: Option<Time>) {
         if self
@@ -373,6 +389,36 @@ mod tests {
         fixed.time_for_record(start, wall, true, u64::MAX);
         fixed.time_for_record(start, wall, true, u64::MAX);
         assert!(!fixed.is_open(), "the usual size closes it");
+    }
+
+    #[test]
+    fn an_idle_worker_sleeps_until_its_batch_is_due_or_its_frontier_moves() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_020;
+        let mut clock = BatchClock::new(policy(100, 1_000, 50), 0);
+        // Nothing open: the frontier moves at the next grid point (50 ms), not before.
+        let wait = clock.idle_wait(start, wall, false);
+        assert_eq!(wait, ms(30));
+        let frontier = clock.frontier(wall);
+        assert_eq!(clock.frontier(wall + 29), frontier);
+        assert!(clock.frontier(wall + 30) > frontier);
+        // A batch closed at `start`; the next opens 10 ms later while the sinks keep up:
+        // idle, it is due once spaced by min_interval, 40 ms on.
+        let time = clock.time_for_record(start, wall + 30, false, u64::MAX);
+        assert_eq!(clock.tick(start, true, false), Some(time));
+        clock.acknowledged(Some(time + 1));
+        let later = start + ms(10);
+        clock.time_for_record(later, wall + 40, false, u64::MAX);
+        assert_eq!(clock.idle_wait(later, wall + 40, false), ms(40));
+        assert_eq!(clock.tick(later + ms(39), true, false), None);
+        assert!(clock.tick(later + ms(40), true, false).is_some());
+        // Behind (the last batch unacknowledged), a growing batch is due once nothing more
+        // has been read for max_delay (100 ms).
+        let read = later + ms(60);
+        clock.time_for_record(read, wall + 100, false, u64::MAX);
+        assert_eq!(clock.idle_wait(read, wall + 100, false), ms(100));
+        assert_eq!(clock.tick(read + ms(99), true, false), None);
+        assert!(clock.tick(read + ms(100), true, false).is_some());
     }
 
     #[test]

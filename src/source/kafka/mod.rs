@@ -1,7 +1,9 @@
 //! The Kafka source: the `products` and `campaigns` compacted changelogs.
 //!
 //! Each worker reads a fixed share of the partitions (`assignment.rs`) through its own
-//! consumer, one queue per partition, polled without ever blocking. It starts every
+//! consumer, one queue per partition, polled without ever blocking. A queue that gets
+//! records while the worker sleeps wakes it, so an idle worker sleeps until its batch is
+//! due or its frontier moves instead of polling every few milliseconds. It starts every
 //! partition at the beginning, because the job rebuilds its state from the compacted logs:
 //!
 //! ```text
@@ -92,11 +94,13 @@ impl SourceFactory for KafkaSourceFactory {
         let properties = self.kafka.client_properties()?;
         let client_id = format!("eligibility-worker-{worker_index}");
         let context = SourceContext::new(self.metrics.clone());
-        let consumer: Arc<BaseConsumer<SourceContext>> = Arc::new(
-            client::consumer_config(&self.kafka, &properties, &client_id)
-                .create_with_context(context)
-                .map_err(SourceError::kafka("create the Kafka consumer"))?,
-        );
+        let mut consumer: BaseConsumer<SourceContext> = client::consumer_config(&self.kafka, &properties, &client_id)
+            .create_with_context(context)
+            .map_err(SourceError::kafka("create the Kafka consumer"))?;
+        // `open` runs on the worker's thread: records arriving, or an error, wake it.
+        let worker_thread = std::thread::current();
+        consumer.set_nonempty_callback(wake(&worker_thread));
+        let consumer = Arc::new(consumer);
         let mut assignment = TopicPartitionList::new();
         for start in &owned {
             assignment
@@ -109,7 +113,7 @@ impl SourceFactory for KafkaSourceFactory {
         let mut partitions = Vec::with_capacity(owned.len());
         let mut queues = Vec::with_capacity(owned.len());
         for start in owned {
-            let queue = consumer
+            let mut queue = consumer
                 .split_partition_queue(&start.id.topic, start.id.partition)
                 .ok_or_else(|| {
                     SourceError::Config(format!(
@@ -118,6 +122,7 @@ impl SourceFactory for KafkaSourceFactory {
                     ))
                 })?;
             tracing::debug!(worker = worker_index, topic = %start.id.topic, partition = start.id.partition, rebuild_until = start.rebuild_until, "reading partition");
+            queue.set_nonempty_callback(wake(&worker_thread));
             queues.push(queue);
             let consumed = self
                 .metrics
@@ -180,6 +185,16 @@ impl SourceFactory for KafkaSourceFactory {
         }))
     }
 }
+
+/// Unparks the worker's thread: librdkafka calls it when a queue goes from empty to
+/// non-empty. A wake-up that lands before the worker parks makes its next park return.
+fn wake(worker: &std::thread::Thread) -> impl Fn() + Send + Sync + 'static {
+    let worker = worker.clone();
+    move || worker.unpark()
+}
+
+/// The longest an idle worker sleeps: also how late it notices a shutdown or a failed peer.
+const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -501,6 +516,16 @@ impl Source for KafkaSource {
         self.batches.acknowledged(frontier);
         for partition in &mut self.partitions {
             partition.backlog.acknowledged(frontier);
+        }
+    }
+
+    fn idle_wait(&self) -> Duration {
+        match self.phase {
+            Phase::Rebuilding => Duration::from_millis(2),
+            Phase::Live => self
+                .batches
+                .idle_wait(Instant::now(), live_time_now(), self.reading_backlog)
+                .min(MAX_IDLE_WAIT),
         }
     }
 
