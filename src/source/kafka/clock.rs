@@ -106,10 +106,11 @@ fn grid_after(wall: Time, grid: Time) -> Time {
 /// nothing more is ready, at most once per `min_interval`. While the worker is *behind*
 /// (its last batch still waits for the sinks, or more records wait to be read than a batch
 /// holds), the open batch grows up to `max_records_behind`, so a backlog forms a few large
-/// times instead of many intermediate states. It closes once the sinks catch up, or once
-/// nothing more has been read for `max_delay`: a backlog read whole then forms its state
-/// while the sinks still write the previous one, and they replace that one's waiting
-/// writes instead of writing both.
+/// times instead of many intermediate states. A batch that has not grown past `max_records`
+/// closes once the sinks catch up; one that has, and any growing batch, closes once nothing
+/// more has been read for `max_delay`: a flood read whole then forms one state, and while
+/// the sinks still write the previous one they replace its waiting writes instead of
+/// writing both.
 #[derive(Debug)]
 pub struct BatchClock {
     policy: BatchPolicy,
@@ -178,10 +179,17 @@ impl BatchClock {
     }
 
     /// Whether the open batch grows: the worker is behind (its last batch still waits for
-    /// the sinks, or `reading_backlog`), and growing is on (`max_records_behind` above
-    /// `max_records`).
+    /// the sinks, or `reading_backlog`), or the batch already grew past `max_records`; and
+    /// growing is on (`max_records_behind` above `max_records`). A batch that grew stays
+    /// growing until the records stop: closed when an earlier small batch is acknowledged,
+    /// it would be written while the rest of the same flood forms the next one, and every
+    /// pair the two share would be written twice.
     fn grows(&self, reading_backlog: bool) -> bool {
-        (self.awaited.is_some() || reading_backlog) && self.policy.max_records_behind > self.policy.max_records
+        let grown = self
+            .open
+            .as_ref()
+            .is_some_and(|batch| batch.records >= self.policy.max_records);
+        (self.awaited.is_some() || reading_backlog || grown) && self.policy.max_records_behind > self.policy.max_records
     }
 
     /// The time of a record read at `now` (wall clock `wall`): the open batch's, or a new
@@ -358,14 +366,24 @@ mod tests {
         let last_read = start + ms(5_000);
         assert_eq!(clock.tick(last_read + ms(99), true, false), None);
         assert!(clock.is_open());
-        // …until the sinks acknowledge the first: past the usual size, it closes at once.
+        // …nor the sinks acknowledging the first: past the usual size, it is part of a
+        // flood, and closes once nothing more has been read for max_delay.
         clock.acknowledged(Some(time + 1));
-        assert_eq!(clock.tick(last_read + ms(99), false, false), Some(time + 1));
+        assert_eq!(clock.tick(last_read + ms(99), false, false), None);
+        assert_eq!(clock.time_for_record(last_read, wall, false, u64::MAX), time + 1);
+        assert_eq!(clock.tick(last_read + ms(99), true, false), None);
+        assert_eq!(clock.tick(last_read + ms(100), true, false), Some(time + 1));
         // Still behind, a batch closes once nothing more has been read for max_delay: the
         // sinks get its changes while they still write the previous batch's.
+        let last_read = last_read + ms(100);
         clock.time_for_record(last_read, wall, false, u64::MAX);
         assert_eq!(clock.tick(last_read + ms(99), true, false), None);
         assert_eq!(clock.tick(last_read + ms(100), true, false), Some(time + 2));
+        // A batch still below the usual size closes at once when the sinks catch up.
+        clock.time_for_record(last_read + ms(100), wall, false, u64::MAX);
+        assert_eq!(clock.tick(last_read + ms(101), true, false), None, "behind");
+        clock.acknowledged(Some(time + 3));
+        assert_eq!(clock.tick(last_read + ms(101), true, false), Some(time + 3));
         // Records waiting to be read make a worker behind too, and the larger size closes it.
         let mut reading = BatchClock::new(policy(2, 6, 0), 0);
         for _ in 0..5 {
