@@ -2,6 +2,7 @@
 //! the differential dataflow that maintains `eligible_products` and `eligible_stock` for
 //! every (seller, campaign) pair. Nothing here performs I/O.
 
+pub mod campaign_edit;
 pub mod decode;
 pub mod eligibility;
 pub mod hashing;

@@ -27,15 +27,68 @@ pub const NO_ANCESTORS: &[CategoryId] = &[];
 
 /// Whether product `p` may join campaign `c`; `ancestors` are those of `p.category_id`
 /// besides the category itself (which always counts), in any order.
+#[inline]
 pub fn is_eligible(p: &Product, ancestors: &[CategoryId], c: &Campaign) -> bool {
-    c.active
-        && admits_category(&c.category_ids, p.category_id, ancestors)
-        && c.brand_ids.admits(p.brand_id)
-        && c.seller_ids.admits(p.seller_id)
-        && !c.excluded_seller_ids.contains(p.seller_id)
-        && c.min_price_minor.is_none_or(|min| p.price_minor >= min)
-        && c.max_price_minor.is_none_or(|max| p.price_minor <= max)
-        && u64::from(p.stock) >= c.min_stock
+    meets(Criteria::ALL, p, ancestors, c)
+}
+
+/// A set of a campaign's criteria, one bit each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Criteria(u8);
+
+impl Criteria {
+    const ACTIVE: u8 = 1;
+    const CATEGORIES: u8 = 1 << 1;
+    const BRANDS: u8 = 1 << 2;
+    const SELLERS: u8 = 1 << 3;
+    const EXCLUDED_SELLERS: u8 = 1 << 4;
+    const MIN_PRICE: u8 = 1 << 5;
+    const MAX_PRICE: u8 = 1 << 6;
+    const MIN_STOCK: u8 = 1 << 7;
+    pub const ALL: Criteria = Criteria(u8::MAX);
+    pub const NONE: Criteria = Criteria(0);
+
+    /// The criteria in which two versions of a campaign differ.
+    pub fn differing(a: &Campaign, b: &Campaign) -> Criteria {
+        let bits = [
+            (a.active != b.active, Self::ACTIVE),
+            (a.category_ids != b.category_ids, Self::CATEGORIES),
+            (a.brand_ids != b.brand_ids, Self::BRANDS),
+            (a.seller_ids != b.seller_ids, Self::SELLERS),
+            (a.excluded_seller_ids != b.excluded_seller_ids, Self::EXCLUDED_SELLERS),
+            (a.min_price_minor != b.min_price_minor, Self::MIN_PRICE),
+            (a.max_price_minor != b.max_price_minor, Self::MAX_PRICE),
+            (a.min_stock != b.min_stock, Self::MIN_STOCK),
+        ];
+        Criteria(
+            bits.iter()
+                .filter(|(differs, _)| *differs)
+                .fold(0, |set, (_, bit)| set | bit),
+        )
+    }
+
+    /// Every criterion not in this set.
+    pub fn others(self) -> Criteria {
+        Criteria(!self.0)
+    }
+
+    #[inline]
+    fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// Whether `p` passes the criteria of `c` in `criteria` (the others are not checked).
+#[inline]
+pub fn meets(criteria: Criteria, p: &Product, ancestors: &[CategoryId], c: &Campaign) -> bool {
+    (!criteria.has(Criteria::ACTIVE) || c.active)
+        && (!criteria.has(Criteria::CATEGORIES) || admits_category(&c.category_ids, p.category_id, ancestors))
+        && (!criteria.has(Criteria::BRANDS) || c.brand_ids.admits(p.brand_id))
+        && (!criteria.has(Criteria::SELLERS) || c.seller_ids.admits(p.seller_id))
+        && (!criteria.has(Criteria::EXCLUDED_SELLERS) || !c.excluded_seller_ids.contains(p.seller_id))
+        && (!criteria.has(Criteria::MIN_PRICE) || c.min_price_minor.is_none_or(|min| p.price_minor >= min))
+        && (!criteria.has(Criteria::MAX_PRICE) || c.max_price_minor.is_none_or(|max| p.price_minor <= max))
+        && (!criteria.has(Criteria::MIN_STOCK) || u64::from(p.stock) >= c.min_stock)
 }
 
 /// Whether a campaign's `categories` admit a product of `category` with these other

@@ -38,6 +38,7 @@ use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
+use crate::campaign_edit::Edit;
 use crate::hashing::{FastMap, FastSet};
 use crate::model::{tag_of, Campaign, CampaignId, CategoryId, Product, ProductKey, SellerId, Tag, Time};
 use crate::operators::ancestors::AncestorChange;
@@ -166,13 +167,18 @@ impl Matcher {
                 scanned.push((tag, old_scanned, new_scanned));
             }
         }
-        if scanned.is_empty() {
+        let edits: Vec<(Tag, Edit)> = scanned
+            .iter()
+            .map(|(tag, old, new)| (*tag, Edit::new(old.as_ref(), new.as_ref())))
+            .filter(|(_tag, edit)| !edit.changes_nothing())
+            .collect();
+        if edits.is_empty() {
             return;
         }
         for product in self.products.iter() {
-            for (tag, old, new) in &scanned {
+            for (tag, edit) in &edits {
                 // Unrestricted by category: the tree does not matter.
-                add_flip(&mut self.deltas, *tag, product, old.as_ref(), new.as_ref());
+                add_flip(&mut self.deltas, *tag, product, edit);
             }
         }
     }
@@ -193,12 +199,22 @@ impl Matcher {
         let mut keys: Vec<PredicateKey> = old_keys.union(&new_keys).copied().collect();
         // Deterministic work order (the sums do not depend on it).
         keys.sort_unstable();
+        // A version meets the products under a key only if it names the key.
+        let both = Edit::new(old_rest.as_ref(), new_rest.as_ref());
+        let only_old = Edit::new(old_rest.as_ref(), None);
+        let only_new = Edit::new(None, new_rest.as_ref());
         for key in keys {
-            // A version meets the products under this key only if it names the key.
-            let old = old_rest.as_ref().filter(|_| old_keys.contains(&key));
-            let new = new_rest.as_ref().filter(|_| new_keys.contains(&key));
+            let edit = match (old_keys.contains(&key), new_keys.contains(&key)) {
+                (true, true) => &both,
+                (true, false) => &only_old,
+                (false, _) => &only_new,
+            };
+            // An edit of the indexed list alone changes nothing under the keys both name.
+            if edit.changes_nothing() {
+                continue;
+            }
             for product in self.products.with_key(key) {
-                add_flip(&mut self.deltas, tag, product, old, new);
+                add_flip(&mut self.deltas, tag, product, edit);
             }
         }
     }
@@ -308,18 +324,11 @@ fn split_index(campaign: Option<&Campaign>) -> (Option<(Vec<PredicateKey>, Campa
 }
 
 /// Adds or retracts one product's share of a pair where its eligibility differs between a
-/// campaign's `old` and `new` version (`None`: the version does not meet it). Its figures
-/// do not depend on the campaign, so a product eligible under both changes nothing.
-fn add_flip(
-    deltas: &mut FastMap<PairTag, Contribution>,
-    tag: Tag,
-    product: &Product,
-    old: Option<&Campaign>,
-    new: Option<&Campaign>,
-) {
-    let was = old.is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-    let is = new.is_some_and(|c| is_eligible(product, NO_ANCESTORS, c));
-    if was != is {
+/// campaign's old and new version. Its figures do not depend on the campaign, so a product
+/// eligible under both changes nothing.
+#[inline]
+fn add_flip(deltas: &mut FastMap<PairTag, Contribution>, tag: Tag, product: &Product, edit: &Edit) {
+    if let Some(is) = edit.flip(product, NO_ANCESTORS) {
         add(deltas, tag, product, if is { 1 } else { -1 });
     }
 }
