@@ -173,11 +173,17 @@ impl BulkService for ElasticsearchService {
     }
 }
 
+/// What the sink reads of a bulk answer (`BulkAnswer`).
+const ANSWER_FIELDS: &[&str] = &["items.*.status", "items.*.error"];
+
 /// One `_bulk` request for `ops`, and each op's outcome.
 async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[&DocumentOp]) -> RequestResult {
     let body = bulk_body(ops.iter().copied());
     let response = client
         .bulk(BulkParts::Index(index))
+        // The node answers each item's status and error only: the rest of an item (index,
+        // id, version, shards, sequence number) is most of the answer, and unread.
+        .filter_path(ANSWER_FIELDS)
         .body(vec![body])
         .send()
         .await
