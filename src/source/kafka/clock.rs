@@ -136,6 +136,10 @@ struct OpenBatch {
     /// When its last record was read.
     last_read: Instant,
     records: u64,
+    /// Of `records`, how many the siblings have been told of (`SiblingBatches::read`).
+    shared: u64,
+    /// How many records the siblings had read at this time when last told.
+    siblings_records: u64,
 }
 
 impl BatchClock {
@@ -185,10 +189,12 @@ impl BatchClock {
     /// it would be written while the rest of the same flood forms the next one, and every
     /// pair the two share would be written twice.
     fn grows(&self, reading_backlog: bool) -> bool {
+        // A shared time counts every worker's records: a flood spread over the workers is
+        // as large as with one.
         let grown = self
             .open
             .as_ref()
-            .is_some_and(|batch| batch.records >= self.policy.max_records);
+            .is_some_and(|batch| batch.records + batch.siblings_records >= self.policy.max_records);
         (self.awaited.is_some() || reading_backlog || grown) && self.policy.max_records_behind > self.policy.max_records
     }
 
@@ -210,6 +216,8 @@ impl BatchClock {
                 opened: now,
                 last_read: now,
                 records: 0,
+                shared: 0,
+                siblings_records: 0,
             });
         }
         let batch = self.open.as_mut().expect("opened above");
@@ -226,6 +234,12 @@ impl BatchClock {
     /// is full, old enough or nothing more is ready (`idle`); while it is behind, once
     /// nothing more has been read for `max_delay`. Returns the time of the batch it closed.
     pub fn tick(&mut self, now: Instant, idle: bool, reading_backlog: bool) -> Option<Time> {
+        // Once a poll, not once a record: the count goes through a lock.
+        if let Some(batch) = self.open.as_mut() {
+            let total = self.siblings.read(batch.time, batch.records - batch.shared);
+            batch.shared = batch.records;
+            batch.siblings_records = total.saturating_sub(batch.records);
+        }
         let grows = self.grows(reading_backlog);
         let batch = self.open.as_ref()?;
         let spaced = self
@@ -563,6 +577,48 @@ mod tests {
         assert_eq!(other.frontier(step + 300), held);
         drop(one);
         assert_eq!(other.frontier(step + 400), step + 450);
+    }
+
+    #[test]
+    fn a_shared_time_counts_every_workers_records_to_tell_a_flood() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_000;
+        let siblings = Arc::new(SiblingBatches::default());
+        let clock = |worker| BatchClock::new(policy(10, 100, 0), 0).with_siblings(siblings.clone(), worker);
+        let (mut one, mut other) = (clock(0), clock(1));
+        // Each closes a small first batch, and reads on while the sinks write it.
+        for clock in [&mut one, &mut other] {
+            clock.time_for_record(start, wall, false, u64::MAX);
+            assert!(clock.tick(start, true, false).is_some());
+        }
+        let read = start + ms(1);
+        let mut shared = 0;
+        for (clock, records) in [(&mut one, 6), (&mut other, 5)] {
+            for _ in 0..records {
+                shared = clock.time_for_record(read, wall + 1, false, u64::MAX);
+            }
+            assert_eq!(clock.tick(read, false, false), None, "behind: grows");
+        }
+        // The sinks catch up. Each holds fewer than max_records (10), but the time they
+        // share holds 11: a flood, so neither closes while records keep coming…
+        for clock in [&mut one, &mut other] {
+            clock.acknowledged(None);
+        }
+        assert_eq!(other.tick(read + ms(1), true, false), None);
+        assert_eq!(one.tick(read + ms(1), true, false), None);
+        // …and both close once nothing more has been read for max_delay.
+        assert_eq!(one.tick(read + ms(100), true, false), Some(shared));
+        assert_eq!(other.tick(read + ms(100), true, false), Some(shared));
+        // One worker alone with 6 of its own is a trickle: it closes when the sinks catch up.
+        let mut alone = BatchClock::new(policy(10, 100, 0), 0);
+        alone.time_for_record(start, wall, false, u64::MAX);
+        let first = alone.tick(start, true, false).expect("idle");
+        for _ in 0..6 {
+            alone.time_for_record(read, wall + 1, false, u64::MAX);
+        }
+        assert_eq!(alone.tick(read, true, false), None, "behind: grows");
+        alone.acknowledged(Some(first + 1));
+        assert!(alone.tick(read + ms(1), true, false).is_some());
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! changes at each. Workers of one process share memory: a worker that opens a batch
 //! while a sibling's batch is open takes the sibling's time (it holds the frontier there
 //! anyway), and a quiet worker passes a time a sibling has closed at once, instead of
-//! waiting for the wall clock to reach it. Workers of other processes are not seen: theirs
-//! stay on the wall-clock grid.
+//! waiting for the wall clock to reach it. They also count the records of a shared time
+//! together, so a flood spread over the workers is told from a trickle as it is with one
+//! worker. Workers of other processes are not seen: theirs stay on the wall-clock grid.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
@@ -24,6 +25,8 @@ struct State {
     open: BTreeMap<usize, Time>,
     /// The greatest time a worker of this process has closed.
     last_closed: Option<Time>,
+    /// Records read at each time some worker still has open, by every worker.
+    records: BTreeMap<Time, u64>,
 }
 
 /// What a worker sees of its siblings.
@@ -71,5 +74,17 @@ impl SiblingBatches {
         let mut state = self.state();
         state.open.remove(&worker);
         state.last_closed = state.last_closed.max(Some(time));
+        // Counts of times no worker has open any more are never asked for again.
+        let least_open = state.open.values().min().copied().unwrap_or(Time::MAX);
+        state.records.retain(|&counted, _| counted >= least_open);
+    }
+
+    /// `worker` read `records` more at `time`, which it has open; returns how many the
+    /// process's workers have read at `time` in all.
+    pub fn read(&self, time: Time, records: u64) -> u64 {
+        let mut state = self.state();
+        let total = state.records.entry(time).or_default();
+        *total += records;
+        *total
     }
 }
