@@ -258,6 +258,7 @@ listen = "127.0.0.1:{port}"
             "steady_batches_per_second": steady_batches,
             "fresh_p50_ms": statistics.median(latencies),
             "fresh_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+            "fresh_slowest_ms": latencies[-5:],
         }
     finally:
         job.kill()
