@@ -57,33 +57,8 @@ impl<'a> Edit<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::IdSet;
+    use crate::strategies::{ancestors, campaign, product};
     use proptest::prelude::*;
-
-    fn ids() -> impl Strategy<Value = IdSet> {
-        prop::collection::vec(0..4u64, 0..3).prop_map(IdSet::new)
-    }
-
-    fn campaign() -> impl Strategy<Value = Campaign> {
-        (
-            (ids(), ids(), ids(), ids()),
-            (prop::option::of(0..5u64), prop::option::of(0..5u64)),
-            0..3u64,
-            any::<bool>(),
-        )
-            .prop_map(
-                |((categories, brands, sellers, excluded), (min, max), min_stock, active)| Campaign {
-                    category_ids: categories,
-                    brand_ids: brands,
-                    seller_ids: sellers,
-                    excluded_seller_ids: excluded,
-                    min_price_minor: min,
-                    max_price_minor: max,
-                    min_stock,
-                    active,
-                },
-            )
-    }
 
     /// A second version: the first with each field taken from `other` where `take` says,
     /// so that edits changing one, several or no criteria all come up.
@@ -125,22 +100,12 @@ mod tests {
         }
     }
 
-    fn product() -> impl Strategy<Value = Product> {
-        (0..4u64, 0..4u64, 0..4u64, 0..5u64, 0..3u32).prop_map(|(seller, category, brand, price, stock)| Product {
-            seller_id: seller,
-            category_id: category,
-            brand_id: brand,
-            price_minor: price,
-            stock,
-        })
-    }
-
     proptest! {
         /// The flip is exactly where the rule decides differently for the two versions.
         #[test]
         fn an_edit_flips_exactly_where_the_rule_differs(
             p in product(),
-            ancestors in prop::collection::vec(0..6u64, 0..3),
+            ancestors in ancestors(),
             first in campaign(),
             other in campaign(),
             take in any::<[bool; 8]>(),

@@ -12,6 +12,8 @@ pub mod operators;
 pub mod reference;
 pub mod rule;
 pub mod state;
+#[cfg(test)]
+mod strategies;
 
 pub use eligibility::render_eligibility;
 pub use model::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};
