@@ -6,13 +6,18 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
-use std::sync::MutexGuard;
-use std::time::Duration;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
 use dataflows::model::{PairChange, PairKey};
 use dataflows::reference::{changes_between, PairState};
 use eligibility::change_log::read_changes;
+use eligibility::metrics::Metrics;
+use eligibility::source::kafka::config::{BatchingConfig, KafkaConfig};
+use eligibility::source::kafka::start::{plan, StartFrom};
 use eligibility::source::kafka::watermark::cached_high_watermark;
+use eligibility::source::kafka::KafkaSourceFactory;
+use eligibility::source::{SourceFactory, SourceRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -476,5 +481,80 @@ fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
         Some(end),
         "the end of the partition, with {} records left to read",
         end - 1
+    );
+}
+
+/// An idle live worker sleeps (here: parks for up to 10 s, as the job loop would for its
+/// source's `idle_wait`), and the partition queue wakes it the moment a record arrives.
+#[test]
+fn a_record_arriving_wakes_a_sleeping_worker() {
+    let _serial = serial();
+    let case = KafkaCase::new("wake", false);
+    let lines = generated_lines(case.dir.path(), 5, 1, 3);
+    case.produce(&lines, 1);
+    let mut kafka = KafkaConfig::for_brokers(&brokers());
+    kafka.products_topic = case.products_topic.clone();
+    kafka.campaigns_topic = case.campaigns_topic.clone();
+    kafka.categories_topic = case.categories_topic.clone();
+    let factory = KafkaSourceFactory {
+        plan: plan(&kafka, &StartFrom::Earliest, None).unwrap(),
+        kafka,
+        batching: BatchingConfig::default(),
+        metrics: Arc::new(Metrics::new()),
+        stop_at_end: false,
+        siblings: Default::default(),
+    };
+    // Opened on this thread: this is the thread the queues wake.
+    let mut source = factory.open(0, 1, None).unwrap();
+    let mut out = Vec::new();
+    let read = |out: &[SourceRecord]| {
+        out.iter()
+            .filter(|record| !matches!(record, SourceRecord::Checkpoint(..)))
+            .count()
+    };
+    // Read the log to its end and go live.
+    let rebuilt = Instant::now();
+    while read(&out) < lines.len() {
+        assert!(
+            rebuilt.elapsed() < Duration::from_secs(30),
+            "the rebuild did not finish"
+        );
+        source.poll(&mut out, 1024).unwrap();
+    }
+    let quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_millis(500) {
+        source.poll(&mut out, 1024).unwrap();
+    }
+    out.clear();
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let topic = case.products_topic.clone();
+    // The sender stays alive until the test is done: a thread that ends (a scoped one)
+    // would unpark this one itself.
+    let (done, until_done) = std::sync::mpsc::channel::<()>();
+    let started = Instant::now();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let value = r#"{"seller_id":1,"category_id":1,"brand_id":1,"price":1,"stock":1}"#;
+        producer
+            .send(BaseRecord::to(&topic).key("woken").payload(value))
+            .unwrap();
+        producer.flush(Duration::from_secs(10)).unwrap();
+        let _ = until_done.recv();
+    });
+    // Without the wake-up only the 10 s timeout would end each park.
+    while read(&out) == 0 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::park_timeout(Duration::from_secs(10).saturating_sub(started.elapsed()));
+        source.poll(&mut out, 1024).unwrap();
+    }
+    let woken = started.elapsed();
+    drop(done);
+    sender.join().unwrap();
+    assert_eq!(read(&out), 1, "the record was read");
+    assert!(
+        woken < Duration::from_secs(5),
+        "woken {woken:?} after the park began; the record was sent after 300 ms"
     );
 }
