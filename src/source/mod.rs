@@ -112,6 +112,9 @@ impl SourceError {
     }
 }
 
+/// How often a worker whose source cannot wake it polls while nothing is ready.
+pub const IDLE_POLL: Duration = Duration::from_millis(2);
+
 /// One worker's share of the input.
 pub trait Source {
     /// Appends up to `budget` ready records to `out`, in time order, without blocking long.
@@ -128,7 +131,7 @@ pub trait Source {
     /// the worker itself when records arrive says how long until it must be polled anyway
     /// (a batch to close, a frontier to move); one that does not, a short poll interval.
     fn idle_wait(&self) -> Duration {
-        Duration::from_millis(2)
+        IDLE_POLL
     }
 
     /// Every sink has acknowledged every time below `frontier` (every time, if `None`).

@@ -115,8 +115,11 @@ pub struct BatchingConfig {
     #[serde(default = "default_batch_min_interval_ms")]
     pub min_interval_ms: u64,
     /// While an earlier batch still waits for the sinks' acknowledgement, or records are
-    /// waiting to be read (a poll fills its budget), a batch stays open and grows up to this many records: a backlog forms fewer, larger batches, and
-    /// the intermediate states between them are never computed or written. Equal to
+    /// waiting to be read (by the cached high watermarks, or a poll that fills its budget),
+    /// a batch stays open and grows up to this many records: a backlog forms fewer, larger
+    /// batches, and the intermediate states between them are never computed or written. A
+    /// batch that grew past `max_records` (counting every worker of the process at its
+    /// time) keeps growing until nothing more is read for `max_delay_ms`. Equal to
     /// `max_records`, batches never grow.
     #[serde(default = "default_batch_max_records_behind")]
     pub max_records_behind: u64,

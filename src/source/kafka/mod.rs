@@ -53,7 +53,7 @@ use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
 use self::siblings::SiblingBatches;
 use self::start::{PartitionStart, StartPlan};
-use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus};
+use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus, IDLE_POLL};
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::metrics::Metrics;
 use crate::progress::Checkpoint;
@@ -521,7 +521,7 @@ impl Source for KafkaSource {
 
     fn idle_wait(&self) -> Duration {
         match self.phase {
-            Phase::Rebuilding => Duration::from_millis(2),
+            Phase::Rebuilding => IDLE_POLL,
             Phase::Live => self
                 .batches
                 .idle_wait(Instant::now(), live_time_now(), self.reading_backlog)

@@ -39,8 +39,8 @@ pub struct Seen {
 }
 
 impl SiblingBatches {
-    /// The shared state; a worker that panicked holding it left it whole (each change is
-    /// one map operation), so a poisoned lock is still read.
+    /// The shared state; a worker that panicked holding it left it whole (no change can
+    /// panic between its steps), so a poisoned lock is still read.
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
