@@ -6,12 +6,13 @@
 pub mod health;
 pub mod http;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
@@ -269,6 +270,7 @@ impl Metrics {
             "Latency of sink requests",
             sinks.request_seconds.clone(),
         );
+        registry.register_collector(Box::new(ProcessCollector));
         Metrics { registry, ..metrics }
     }
 
@@ -331,8 +333,59 @@ impl Metrics {
     }
 }
 
+/// The process's CPU time and resident memory, read at each scrape: the dashboard's per-pod
+/// panels and the plots of a local run need no cAdvisor.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: `usage` is valid for writes of one `rusage`, which the call fills on success.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } == 0 {
+            // SAFETY: filled by the successful call above.
+            let usage = unsafe { usage.assume_init() };
+            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            let cpu = ConstCounter::new(seconds(usage.ru_utime) + seconds(usage.ru_stime));
+            let help = "User and system CPU time of the process, in seconds";
+            cpu.encode(encoder.encode_descriptor("process_cpu_seconds", help, None, cpu.metric_type())?)?;
+        }
+        // `VmRSS:   123456 kB` (Linux); elsewhere the gauge is absent.
+        let rss_kib = std::fs::read_to_string("/proc/self/status").ok().and_then(|status| {
+            let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<i64>().ok()
+        });
+        if let Some(kib) = rss_kib {
+            let rss = ConstGauge::new(kib * 1024);
+            let help = "Resident memory of the process, in bytes";
+            rss.encode(encoder.encode_descriptor("process_resident_memory_bytes", help, None, rss.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
 fn unix_millis() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_cpu_time_and_resident_memory_are_exposed() {
+        let text = Metrics::new().encode();
+        let value = |name: &str| -> f64 {
+            let line = text.lines().find(|line| line.starts_with(&format!("{name} ")));
+            line.and_then(|line| line.rsplit(' ').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {text}"))
+        };
+        assert!(value("eligibility_process_cpu_seconds_total") > 0.0);
+        assert!(
+            value("eligibility_process_resident_memory_bytes") > 1e6,
+            "a running test holds more than 1 MB"
+        );
+    }
 }
