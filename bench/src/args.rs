@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use generate::MarketplaceSpec;
 
 use crate::file_mode::FileModeOptions;
+use crate::rebuild::{self, RebuildOptions, TopicSource, Topics};
 use crate::tree::TreeOptions;
 use crate::workload::WorkloadSpec;
 use crate::BenchOptions;
@@ -22,7 +23,7 @@ use crate::BenchOptions;
 )]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Option<Hidden>,
+    pub command: Option<Subcommands>,
     #[command(flatten)]
     pub bench: BenchArgs,
     /// Log filter (tracing's env-filter syntax); RUST_LOG overrides it.
@@ -30,9 +31,16 @@ pub struct Cli {
     pub log: String,
 }
 
-/// What the bench's own child processes run.
+/// The Kafka rebuild bench, and (hidden) what the bench's own child processes run.
 #[derive(Subcommand, Debug)]
-pub enum Hidden {
+pub enum Subcommands {
+    /// Measure a restart: the job's rebuild from the Kafka topics against a plain consumer
+    /// of the same topics (the floor), on 1 and 2 workers and on 2 processes.
+    Rebuild(RebuildArgs),
+    /// The floor alone: read the topics, decode, keep the latest value per key; prints
+    /// what it read as JSON.
+    #[command(hide = true)]
+    Floor(FloorArgs),
     /// One bench implementation in a process of its own.
     #[command(hide = true)]
     Child(BenchChildArgs),
@@ -125,6 +133,137 @@ pub struct BenchArgs {
     /// Run the tree phase only (no main phases, no file mode).
     #[arg(long)]
     pub tree_only: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RebuildArgs {
+    /// Kafka bootstrap servers.
+    #[arg(long, env = "KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    /// Products of the generated marketplace.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub products: u64,
+    #[arg(long, default_value_t = 5_000)]
+    pub sellers: u64,
+    #[arg(long, default_value_t = 500)]
+    pub categories: u64,
+    #[arg(long, default_value_t = 1_000)]
+    pub brands: u64,
+    #[arg(long, default_value_t = 500)]
+    pub campaigns: u64,
+    /// Levels of the category tree (`eligibility generate --tree-depth`).
+    #[arg(long, default_value_t = 3)]
+    pub tree_depth: u32,
+    #[arg(long, default_value_t = generate::DEFAULT_TREE_FANOUT)]
+    pub tree_fanout: u64,
+    /// Share of malformed records, 0 to 1.
+    #[arg(long, default_value_t = 0.001)]
+    pub malformed: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Issue 25's size: 10 million products, 50,000 sellers, 5,000 categories, 10,000
+    /// brands, 500 campaigns (overrides the size options).
+    #[arg(long)]
+    pub scale: bool,
+    /// Partitions of each generated topic.
+    #[arg(long, default_value_t = 6)]
+    pub partitions: i32,
+    /// Read these topics as they are instead of generating a marketplace.
+    #[arg(long, requires = "campaigns_topic")]
+    pub products_topic: Option<String>,
+    #[arg(long, requires = "products_topic")]
+    pub campaigns_topic: Option<String>,
+    /// With --products-topic: the category tree's topic (absent: a flat marketplace).
+    #[arg(long, requires = "products_topic", default_value = "categories")]
+    pub categories_topic: String,
+    /// Skip the cluster of 2 processes.
+    #[arg(long)]
+    pub no_processes: bool,
+    /// Folder for the event log, configs and change logs [default: a new one in the temp dir].
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Keep the change logs, configs and stderr files in the folder.
+    #[arg(long)]
+    pub keep: bool,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the tables (Markdown) here, as well as to stdout.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+impl RebuildArgs {
+    pub fn options(&self) -> anyhow::Result<RebuildOptions> {
+        let source = match (&self.products_topic, &self.campaigns_topic) {
+            (Some(products), Some(campaigns)) => TopicSource::Existing(Topics {
+                products: products.clone(),
+                campaigns: campaigns.clone(),
+                categories: self.categories_topic.clone(),
+            }),
+            _ => {
+                let (products, sellers, categories, brands, campaigns) = if self.scale {
+                    (10_000_000, 50_000, 5_000, 10_000, 500)
+                } else {
+                    (
+                        self.products,
+                        self.sellers,
+                        self.categories,
+                        self.brands,
+                        self.campaigns,
+                    )
+                };
+                TopicSource::Generate {
+                    marketplace: MarketplaceSpec {
+                        products,
+                        sellers,
+                        categories,
+                        brands,
+                        campaigns,
+                        updates: 0,
+                        malformed_share: self.malformed,
+                        seed: self.seed,
+                        tree_depth: self.tree_depth,
+                        tree_fanout: self.tree_fanout,
+                        ..MarketplaceSpec::default()
+                    },
+                    partitions: self.partitions,
+                }
+            }
+        };
+        Ok(RebuildOptions {
+            brokers: self.brokers.clone(),
+            source,
+            exe: std::env::current_exe().context("cannot find the bench's own binary")?,
+            engine: engine_binary()?,
+            dir: self.work_dir.clone().unwrap_or_else(rebuild::default_dir),
+            keep: self.keep,
+            processes: !self.no_processes,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct FloorArgs {
+    #[arg(long, env = "KAFKA_BROKERS", default_value = "127.0.0.1:9092")]
+    pub brokers: String,
+    #[arg(long, default_value = "products")]
+    pub products_topic: String,
+    #[arg(long, default_value = "campaigns")]
+    pub campaigns_topic: String,
+    /// A missing categories topic is read as a flat marketplace, as the job does.
+    #[arg(long, default_value = "categories")]
+    pub categories_topic: String,
+}
+
+impl FloorArgs {
+    pub fn topics(&self) -> Topics {
+        Topics {
+            products: self.products_topic.clone(),
+            campaigns: self.campaigns_topic.clone(),
+            categories: self.categories_topic.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -8,7 +8,8 @@
 //! (`file_mode`): `eligibility run` against a hand-written equivalent on one event log.
 //! Then the tree phase (`tree`): a subtree move and a campaign on a top-level category, on
 //! the marketplace with a category tree and on the same marketplace kept flat.
-//! See docs/benchmarks.md.
+//! `eligibility-bench rebuild` (`rebuild`) measures a restart from the Kafka topics
+//! against a plain consumer of them. See docs/benchmarks.md.
 
 pub mod args;
 pub mod baselines;
@@ -16,10 +17,12 @@ pub mod child;
 pub mod collected;
 pub mod engine;
 pub mod file_mode;
+pub mod format;
 pub mod measure;
 pub mod plot;
 pub mod process;
 pub mod processes;
+pub mod rebuild;
 pub mod report;
 pub mod sweep;
 pub mod tree;

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bench::args::{BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, Hidden};
-use bench::{child, file_mode, plot, sweep};
+use bench::args::{BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, FloorArgs, RebuildArgs, Subcommands};
+use bench::{child, file_mode, plot, rebuild, sweep};
 use clap::Parser;
 
 // The same allocator as the `eligibility` binary, so the in-process engine runs measure
@@ -25,8 +25,10 @@ fn main() -> ExitCode {
         .init();
     let result = match &cli.command {
         None => run(&cli.bench),
-        Some(Hidden::Child(args)) => run_child(args),
-        Some(Hidden::FileBaseline(args)) => run_file_baseline(args),
+        Some(Subcommands::Rebuild(args)) => run_rebuild(args),
+        Some(Subcommands::Floor(args)) => run_floor(args),
+        Some(Subcommands::Child(args)) => run_child(args),
+        Some(Subcommands::FileBaseline(args)) => run_file_baseline(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -63,6 +65,46 @@ fn run(args: &BenchArgs) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         plot::run_plots(&report, dir)?;
     }
+    Ok(())
+}
+
+/// `eligibility-bench rebuild`: the tables on stdout, the failed invariant (if any) after.
+fn run_rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
+    let options = args.options()?;
+    let result = rebuild::run(&options);
+    if args.work_dir.is_none() && !args.keep {
+        rebuild::remove_if_empty(&options.dir);
+    }
+    let (report, failure) = result?;
+    let markdown = report.to_markdown();
+    println!("{markdown}");
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    match failure {
+        Some(failure) => anyhow::bail!(failure),
+        None => Ok(()),
+    }
+}
+
+/// `eligibility-bench floor`: what it read, as JSON on stdout.
+fn run_floor(args: &FloorArgs) -> anyhow::Result<()> {
+    let output = rebuild::floor::run(&args.brokers, &args.topics())?;
+    eprintln!(
+        "floor: {} records ({} rejected) from {} partitions, {} keys kept, {:.2} s",
+        output.records,
+        output.rejected,
+        output.partitions,
+        output.keys(),
+        output.seconds
+    );
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, &output)?;
+    writeln!(stdout)?;
     Ok(())
 }
 

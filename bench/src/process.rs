@@ -77,27 +77,86 @@ pub fn run_measured(mut command: Command) -> anyhow::Result<Finished> {
     })
 }
 
+/// Runs `commands` at once (the processes of one cluster) to their ends, their stdout and
+/// stderr as the caller set them; one figure per command, each wall time from the common
+/// start. If one fails, the others are killed, as a cluster missing a member would wait.
+pub fn run_measured_together(commands: Vec<Command>) -> anyhow::Result<Vec<ProcessFigures>> {
+    let floor_rss_bytes = peak_resident_bytes();
+    let started = Instant::now();
+    let mut children = Vec::with_capacity(commands.len());
+    for mut command in commands {
+        command.stdin(Stdio::null());
+        let child = command
+            .spawn()
+            .with_context(|| format!("cannot start {:?}", command.get_program()))?;
+        children.push((command, child));
+    }
+    let mut figures = vec![ProcessFigures::default(); children.len()];
+    let mut reaped = vec![false; children.len()];
+    let mut failure = None;
+    while reaped.contains(&false) {
+        // Any child: a member that fails first must not wait behind one that waits for it.
+        let (pid, status, peak_rss_bytes) = wait_any_with_peak()?;
+        let Some(index) = children.iter().position(|(_, child)| child.id() == pid) else {
+            continue;
+        };
+        reaped[index] = true;
+        figures[index] = ProcessFigures {
+            wall_seconds: started.elapsed().as_secs_f64(),
+            peak_rss_bytes,
+            floor_rss_bytes,
+        };
+        if !status.success() && failure.is_none() {
+            failure = Some(format!("{:?} failed: {status}", children[index].0));
+            for (_, child) in children
+                .iter_mut()
+                .zip(&reaped)
+                .filter(|(_, done)| !**done)
+                .map(|(c, _)| c)
+            {
+                child.kill().ok();
+            }
+        }
+    }
+    match failure {
+        Some(failure) => bail!(failure),
+        None => Ok(figures),
+    }
+}
+
+/// Reaps whichever child ends first.
+fn wait_any_with_peak() -> anyhow::Result<(u32, ExitStatus, u64)> {
+    let (pid, status, peak) = wait4(-1)?;
+    Ok((pid as u32, status, peak))
+}
+
 /// Reaps the child `pid` (std's `Child::wait` discards the resource usage).
 fn wait_with_peak(pid: u32) -> anyhow::Result<(ExitStatus, u64)> {
     let pid = libc::pid_t::try_from(pid).context("a pid out of range")?;
+    let (_, status, peak) = wait4(pid)?;
+    Ok((status, peak))
+}
+
+/// `wait4` on `pid` (-1: any child): the reaped pid, its status and its `ru_maxrss`.
+fn wait4(pid: libc::pid_t) -> anyhow::Result<(libc::pid_t, ExitStatus, u64)> {
     let mut status = 0;
     let mut usage = MaybeUninit::<libc::rusage>::zeroed();
-    loop {
+    let reaped = loop {
         // SAFETY: `status` and `usage` are valid for writes for the duration of the call.
         let reaped = unsafe { libc::wait4(pid, &mut status, 0, usage.as_mut_ptr()) };
-        if reaped == pid {
-            break;
+        if reaped > 0 {
+            break reaped;
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {
             return Err(error).context("cannot wait for a child");
         }
-    }
-    // SAFETY: `wait4` returned the child, so it filled `usage` in; zeroed is valid anyway.
+    };
+    // SAFETY: `wait4` returned a child, so it filled `usage` in; zeroed is valid anyway.
     let usage = unsafe { usage.assume_init() };
     // Linux reports `ru_maxrss` in KiB.
     let peak = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
-    Ok((ExitStatus::from_raw(status), peak))
+    Ok((reaped, ExitStatus::from_raw(status), peak))
 }
 
 #[cfg(test)]

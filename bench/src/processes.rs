@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::report::{format_ratio, mib, BenchReport, ImplementationReport, Kind};
+use super::format::{format_ratio, mib};
+use super::report::{BenchReport, ImplementationReport, Kind};
 
 /// Both tables, as Markdown.
 pub fn markdown(report: &BenchReport) -> String {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::Feed;
 use super::file_mode::FileModeReport;
+use super::format::{format_ratio, mib};
 use super::measure::{kib_field, PhaseResult};
 use super::process::ProcessFigures;
 use super::processes;
@@ -300,22 +301,8 @@ impl BenchReport {
     }
 }
 
-pub fn mib(bytes: u64) -> f64 {
-    bytes as f64 / 1048576.0
-}
-
-pub fn format_ratio(ratio: f64) -> String {
-    if ratio >= 100.0 {
-        format!("{ratio:.0}×")
-    } else if ratio >= 10.0 {
-        format!("{ratio:.1}×")
-    } else {
-        format!("{ratio:.2}×")
-    }
-}
-
 impl Machine {
-    fn current() -> Machine {
+    pub fn current() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()

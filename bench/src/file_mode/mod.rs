@@ -14,8 +14,8 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::child::{self, ChildTask};
+use super::format::{format_ratio, mib};
 use super::process::{run_measured, ProcessFigures};
-use super::report::{format_ratio, mib};
 use generate::MarketplaceSpec;
 
 /// What the file-mode comparison runs on.

@@ -17,9 +17,10 @@ use serde::{Deserialize, Serialize};
 use self::workload::{TreeCase, TreeFigures, TreePhaseSpec};
 use super::child::{self, ChildTask};
 use super::engine::Feed;
+use super::format::format_ratio;
 use super::measure::PhaseResult;
 use super::process::ProcessFigures;
-use super::report::{format_ratio, Kind};
+use super::report::Kind;
 use super::workload::WorkloadSpec;
 use super::{check_agreement, BenchOptions, Phase};
 

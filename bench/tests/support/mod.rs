@@ -1,4 +1,5 @@
 //! What the bench's test files share: the binaries, and the file-mode agreement check.
+#![allow(dead_code)] // each test file uses its own share of these
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,187 @@
+//! The floor of a rebuild: a plain consumer that reads every record of the three topics
+//! from the beginning to the high watermarks at its start, decodes each with the job's own
+//! decoder, and keeps the latest value per key. Nothing else: no dataflow, no sink. One
+//! consumer, every partition assigned, the job's own client settings (fetch sizes,
+//! prefetch queue), so what it costs is what reading the topics costs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use dataflows::decode::{decode_message, Change};
+use dataflows::hashing::FastMap;
+use dataflows::model::Topic;
+use eligibility::source::kafka::client::consumer_config;
+use eligibility::source::kafka::config::KafkaConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::ClientContext;
+use rdkafka::{Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use super::Topics;
+
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// A partition that sends nothing for this long while not at its end fails the run.
+const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the floor read and kept.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FloorOutput {
+    pub partitions: usize,
+    pub records: u64,
+    /// Records the decoder rejected (the job dead-letters them).
+    pub rejected: u64,
+    /// Live keys at the end, per topic (tombstones removed theirs).
+    pub products: u64,
+    pub campaigns: u64,
+    pub categories: u64,
+    /// From the consumer's creation to the last record, inside the process.
+    pub seconds: f64,
+}
+
+impl FloorOutput {
+    pub fn keys(&self) -> u64 {
+        self.products + self.campaigns + self.categories
+    }
+}
+
+/// Reads the topics to their ends and keeps the latest value per key.
+pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
+    let started = Instant::now();
+    let kafka = KafkaConfig::for_brokers(brokers);
+    let consumer: BaseConsumer<FloorContext> = consumer_config(&kafka, &BTreeMap::new(), "eligibility-bench-floor")
+        .create_with_context(FloorContext)
+        .context("cannot create the Kafka consumer")?;
+    // Per partition, the offset it is read to: its high watermark now.
+    let mut ends: BTreeMap<(String, i32), (Topic, i64)> = BTreeMap::new();
+    let mut assignment = TopicPartitionList::new();
+    for (kind, topic) in topics.by_kind() {
+        let partitions = match partitions_of(&consumer, topic)? {
+            Some(partitions) => partitions,
+            None if kind == Topic::Categories => continue,
+            None => bail!("topic {topic} does not exist"),
+        };
+        for partition in partitions {
+            let (low, high) = consumer
+                .fetch_watermarks(topic, partition, METADATA_TIMEOUT)
+                .with_context(|| format!("cannot read the watermarks of {topic}/{partition}"))?;
+            assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
+            if high > low {
+                ends.insert((topic.to_owned(), partition), (kind, high));
+            }
+        }
+    }
+    let mut output = FloorOutput {
+        partitions: assignment.count(),
+        ..FloorOutput::default()
+    };
+    consumer.assign(&assignment).context("cannot assign the partitions")?;
+
+    let mut products: FastMap<String, Change> = FastMap::default();
+    let mut campaigns: FastMap<String, Change> = FastMap::default();
+    let mut categories: FastMap<String, Change> = FastMap::default();
+    let mut last_record = Instant::now();
+    while !ends.is_empty() {
+        let message = match consumer.poll(Duration::from_millis(100)) {
+            None => {
+                if last_record.elapsed() > STALL_TIMEOUT {
+                    bail!("no record for {STALL_TIMEOUT:?}; partitions left: {:?}", ends.keys());
+                }
+                continue;
+            }
+            // The end of a partition: one whose last offsets hold no record (compacted
+            // away, markers) ends here rather than at its watermark.
+            Some(Err(KafkaError::PartitionEOF(_))) => {
+                let positions = consumer.position().context("cannot read the positions")?;
+                ends.retain(|(topic, partition), (_, high)| {
+                    let position =
+                        positions
+                            .find_partition(topic, *partition)
+                            .and_then(|element| match element.offset() {
+                                Offset::Offset(offset) => Some(offset),
+                                _ => None,
+                            });
+                    position.is_none_or(|position| position < *high)
+                });
+                continue;
+            }
+            Some(Err(error)) => return Err(error).context("cannot read the topics"),
+            Some(Ok(message)) => message,
+        };
+        last_record = Instant::now();
+        let key = (message.topic().to_owned(), message.partition());
+        let Some(&(kind, high)) = ends.get(&key) else {
+            // Past the watermark taken at the start: not part of this rebuild.
+            continue;
+        };
+        if message.offset() >= high {
+            continue;
+        }
+        output.records += 1;
+        match decode_message(kind, message.key(), message.payload()) {
+            Ok(record) => {
+                let map = match kind {
+                    Topic::Products => &mut products,
+                    Topic::Campaigns => &mut campaigns,
+                    Topic::Categories => &mut categories,
+                };
+                if is_tombstone(&record.change) {
+                    map.remove(&record.key);
+                } else {
+                    map.insert(record.key, record.change);
+                }
+            }
+            Err(_) => output.rejected += 1,
+        }
+        if message.offset() + 1 >= high {
+            ends.remove(&key);
+        }
+    }
+    output.products = products.len() as u64;
+    output.campaigns = campaigns.len() as u64;
+    output.categories = categories.len() as u64;
+    output.seconds = started.elapsed().as_secs_f64();
+    Ok(output)
+}
+
+/// rust-rdkafka's default context logs the end of a partition as an error; here it is news.
+struct FloorContext;
+
+impl ClientContext for FloorContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        if !matches!(
+            error,
+            KafkaError::PartitionEOF(_) | KafkaError::Global(RDKafkaErrorCode::PartitionEOF)
+        ) {
+            eprintln!("librdkafka: {error}: {reason}");
+        }
+    }
+}
+
+impl ConsumerContext for FloorContext {}
+
+fn is_tombstone(change: &Change) -> bool {
+    matches!(
+        change,
+        Change::Product(None) | Change::Campaign(None) | Change::Category(None)
+    )
+}
+
+/// The partitions of `topic`, or `None` if it does not exist.
+fn partitions_of(consumer: &BaseConsumer<FloorContext>, topic: &str) -> anyhow::Result<Option<Vec<i32>>> {
+    let metadata = consumer
+        .fetch_metadata(Some(topic), METADATA_TIMEOUT)
+        .with_context(|| format!("cannot read the metadata of topic {topic}"))?;
+    let Some(found) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        return Ok(None);
+    };
+    match found.error() {
+        Some(rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) => Ok(None),
+        Some(error) => bail!("topic {topic} is not available: {error:?}"),
+        None if found.partitions().is_empty() => Ok(None),
+        None => Ok(Some(found.partitions().iter().map(|p| p.id()).collect())),
+    }
+}

@@ -1,0 +1,428 @@
+//! `eligibility-bench rebuild`: what a restart costs, side by side with what reading the
+//! topics costs, each in a process of its own on the same topics:
+//!
+//! 1. the floor (`floor.rs`): read, decode, keep the latest value per key;
+//! 2. the job, 1 worker, into an empty JSONL sink (the rebuild writes every pair);
+//! 3. the job again into that now-exact sink (the quiet restart: must write nothing);
+//! 4. the job, 2 workers in one process, into an empty sink;
+//! 5. the job, 2 processes of 1 worker, into an empty sink.
+//!
+//! The final pairs of 2, 4 and 5 must be equal and 3 must write none, or the run fails
+//! (after printing its table).
+
+pub mod floor;
+pub mod job;
+pub mod topics;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context};
+use dataflows::model::Topic;
+use generate::MarketplaceSpec;
+use serde::{Deserialize, Serialize};
+
+use self::floor::FloorOutput;
+use self::job::{FoldedLog, JobDir};
+use crate::format::{format_ratio, mib};
+use crate::process::{run_measured, run_measured_together, ProcessFigures};
+use crate::report::Machine;
+
+/// The three topics a rebuild reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topics {
+    pub products: String,
+    pub campaigns: String,
+    /// Optional to the job: a missing one means a flat marketplace.
+    pub categories: String,
+}
+
+impl Topics {
+    pub fn by_kind(&self) -> [(Topic, &str); 3] {
+        [
+            (Topic::Products, &self.products),
+            (Topic::Campaigns, &self.campaigns),
+            (Topic::Categories, &self.categories),
+        ]
+    }
+}
+
+/// Where the topics come from.
+#[derive(Clone, Debug)]
+pub enum TopicSource {
+    /// Generated from this spec and produced into topics named by it, unless already there.
+    Generate {
+        marketplace: MarketplaceSpec,
+        partitions: i32,
+    },
+    /// Topics that already hold a marketplace.
+    Existing(Topics),
+}
+
+#[derive(Clone, Debug)]
+pub struct RebuildOptions {
+    pub brokers: String,
+    pub source: TopicSource,
+    /// The bench's own binary, which runs the floor.
+    pub exe: PathBuf,
+    /// The `eligibility` binary measured.
+    pub engine: PathBuf,
+    /// Where the event log, configs, change logs and stderr files go.
+    pub dir: PathBuf,
+    /// Keep the change logs and stderr files in `dir` (else they are removed).
+    pub keep: bool,
+    /// Also run the 2-process cluster.
+    pub processes: bool,
+}
+
+/// Which of the runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    Floor,
+    Rebuild,
+    QuietRestart,
+    TwoWorkers,
+    TwoProcesses,
+}
+
+impl RunKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            RunKind::Floor => "floor: read, decode, keep the latest per key",
+            RunKind::Rebuild => "job, 1 worker, into an empty sink",
+            RunKind::QuietRestart => "job, 1 worker, restart into the exact sink",
+            RunKind::TwoWorkers => "job, 2 workers, into an empty sink",
+            RunKind::TwoProcesses => "job, 2 processes × 1 worker, into an empty sink",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RebuildRun {
+    pub kind: RunKind,
+    /// Wall time until the last process ended; peak RSS summed over the processes.
+    pub process: ProcessFigures,
+    /// Each process of a cluster run, in process order.
+    pub members: Vec<ProcessFigures>,
+    /// Lines this run appended to the change log (none for the floor).
+    pub pairs_written: Option<u64>,
+    /// The change log's final state after this run.
+    pub state: Option<FoldedLog>,
+}
+
+/// The goals' ratios (issue 25), each `None` when a run it needs was not made.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Ratios {
+    /// (wall, peak RSS) over the floor's.
+    pub rebuild_vs_floor: Option<(f64, f64)>,
+    pub restart_vs_floor: Option<(f64, f64)>,
+    /// 2 workers over 1 worker, both into an empty sink.
+    pub two_workers_vs_one: Option<(f64, f64)>,
+    /// 2 processes of 1 worker over 1 process of 2 workers (peak: summed over processes).
+    pub two_processes_vs_two_workers: Option<(f64, f64)>,
+    /// Peak RSS over the products the floor kept.
+    pub rebuild_bytes_per_product: Option<f64>,
+    pub restart_bytes_per_product: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RebuildReport {
+    pub machine: Machine,
+    pub topics: Topics,
+    /// The marketplace the topics were generated from, when they were.
+    pub marketplace: Option<MarketplaceSpec>,
+    /// Whether this run produced the topics (else an earlier one had).
+    pub produced_now: bool,
+    pub floor: FloorOutput,
+    pub runs: Vec<RebuildRun>,
+    pub ratios: Ratios,
+    /// The empty-sink runs all ended with the same pairs.
+    pub outputs_agree: bool,
+    /// What the quiet restart wrote: 0 when the restart is exact.
+    pub quiet_restart_writes: u64,
+    /// The bench's own peak: the least any figure can be (`process.rs`).
+    pub bench_peak_rss_bytes: u64,
+}
+
+/// Runs every measurement; a report comes back also when an invariant fails, with the
+/// failure to raise after printing it.
+pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<String>)> {
+    std::fs::create_dir_all(&options.dir).with_context(|| format!("cannot create {}", options.dir.display()))?;
+    let (topics, marketplace, produced_now) = match &options.source {
+        TopicSource::Existing(topics) => (topics.clone(), None, false),
+        TopicSource::Generate {
+            marketplace,
+            partitions,
+        } => {
+            let (topics, produced) = topics::ensure_produced(
+                &options.engine,
+                &options.brokers,
+                marketplace,
+                *partitions,
+                &options.dir,
+            )?;
+            (topics, Some(marketplace.clone()), produced)
+        }
+    };
+    eprintln!(
+        "rebuild: topics {}, {}, {}",
+        topics.products, topics.campaigns, topics.categories
+    );
+
+    eprintln!("rebuild: the floor");
+    let mut floor_command = Command::new(&options.exe);
+    floor_command.args(["floor", "--brokers", &options.brokers]);
+    floor_command.args(["--products-topic", &topics.products]);
+    floor_command.args(["--campaigns-topic", &topics.campaigns]);
+    floor_command.args(["--categories-topic", &topics.categories]);
+    let finished = run_measured(floor_command)?;
+    let floor: FloorOutput = serde_json::from_slice(&finished.stdout).context("the floor printed no results")?;
+    let mut runs = vec![RebuildRun {
+        kind: RunKind::Floor,
+        process: finished.figures,
+        members: vec![finished.figures],
+        pairs_written: None,
+        state: None,
+    }];
+
+    let one = JobDir::create(options.dir.join("one-worker"), &options.brokers, &topics)?;
+    let workers = |n: usize| vec!["--workers".to_owned(), n.to_string()];
+    runs.push(run_job(options, &one, RunKind::Rebuild, &workers(1))?);
+    runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1))?);
+    let two = JobDir::create(options.dir.join("two-workers"), &options.brokers, &topics)?;
+    runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2))?);
+    let mut dirs = vec![one, two];
+    if options.processes {
+        let cluster = JobDir::create(options.dir.join("two-processes"), &options.brokers, &topics)?;
+        runs.push(run_job(options, &cluster, RunKind::TwoProcesses, &workers(1))?);
+        dirs.push(cluster);
+    }
+
+    // Folded after every run, so the bench's own peak stays below every figure above.
+    eprintln!("rebuild: comparing the change logs");
+    let mut states = Vec::new();
+    for (run, dir) in runs
+        .iter_mut()
+        .filter(|run| run.kind != RunKind::Floor && run.kind != RunKind::QuietRestart)
+        .zip(&dirs)
+    {
+        let state = job::fold(&dir.changes)?;
+        run.state = Some(state);
+        states.push((run.kind, state));
+    }
+    let rebuilt = states.first().map(|(_, state)| *state);
+    if let Some(restart) = runs.iter_mut().find(|run| run.kind == RunKind::QuietRestart) {
+        restart.state = rebuilt;
+    }
+    let outputs_agree = states.windows(2).all(|pair| pair[0].1 == pair[1].1);
+    let quiet_restart_writes = runs
+        .iter()
+        .find(|run| run.kind == RunKind::QuietRestart)
+        .and_then(|run| run.pairs_written)
+        .unwrap_or(0);
+    let mut failure = None;
+    if !outputs_agree {
+        failure = Some(format!(
+            "the runs into an empty sink ended with different pairs: {states:?}"
+        ));
+    } else if quiet_restart_writes > 0 {
+        failure = Some(format!(
+            "the quiet restart wrote {quiet_restart_writes} pairs into a sink that held them all"
+        ));
+    } else if rebuilt.is_none_or(|state| state.pairs == 0) {
+        failure = Some("the rebuild wrote no pairs".into());
+    }
+    if !options.keep {
+        for dir in &dirs {
+            std::fs::remove_dir_all(&dir.dir).ok();
+        }
+    }
+    let ratios = ratios(&runs, floor.products);
+    let report = RebuildReport {
+        machine: Machine::current(),
+        topics,
+        marketplace,
+        produced_now,
+        floor,
+        runs,
+        ratios,
+        outputs_agree,
+        quiet_restart_writes,
+        bench_peak_rss_bytes: crate::measure::peak_resident_bytes(),
+    };
+    Ok((report, failure))
+}
+
+/// Runs the job in `dir` (one process, or two for `TwoProcesses`) with `extra` options.
+fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[String]) -> anyhow::Result<RebuildRun> {
+    eprintln!("rebuild: {}", kind.label());
+    let before = job::lines(&dir.changes)?;
+    let name = format!("{kind:?}").to_lowercase();
+    let mut commands = Vec::new();
+    let mut stderr = Vec::new();
+    if kind == RunKind::TwoProcesses {
+        let hostfile = dir.hostfile(2)?;
+        for process in 0..2 {
+            let member = format!("{name}-{process}");
+            let mut cluster = extra.to_vec();
+            cluster.extend([
+                "--processes".into(),
+                "2".into(),
+                "--process".into(),
+                process.to_string(),
+            ]);
+            cluster.extend(["--hostfile".into(), hostfile.display().to_string()]);
+            commands.push(dir.command(&options.engine, &member, &cluster)?);
+            stderr.push(dir.stderr(&member));
+        }
+    } else {
+        commands.push(dir.command(&options.engine, &name, extra)?);
+        stderr.push(dir.stderr(&name));
+    }
+    let members = match run_measured_together(commands) {
+        Ok(members) => members,
+        Err(error) => {
+            let tails: Vec<String> = stderr.iter().map(|path| job::stderr_tail(path)).collect();
+            bail!("{error:#}\n{}", tails.join("\n--\n"));
+        }
+    };
+    let after = job::lines(&dir.changes)?;
+    let process = ProcessFigures {
+        wall_seconds: members.iter().map(|m| m.wall_seconds).fold(0.0, f64::max),
+        peak_rss_bytes: members.iter().map(|m| m.peak_rss_bytes).sum(),
+        floor_rss_bytes: members.iter().map(|m| m.floor_rss_bytes).max().unwrap_or(0),
+    };
+    Ok(RebuildRun {
+        kind,
+        process,
+        members,
+        pairs_written: Some(after.saturating_sub(before)),
+        state: None,
+    })
+}
+
+fn ratios(runs: &[RebuildRun], products: u64) -> Ratios {
+    let of = |kind| runs.iter().find(|run| run.kind == kind).map(|run| run.process);
+    let versus = |a, b| Some(of(a)?.versus(&of(b)?));
+    let per_product = |kind| Some(of(kind)?.peak_rss_bytes as f64 / products.max(1) as f64);
+    Ratios {
+        rebuild_vs_floor: versus(RunKind::Rebuild, RunKind::Floor),
+        restart_vs_floor: versus(RunKind::QuietRestart, RunKind::Floor),
+        two_workers_vs_one: versus(RunKind::TwoWorkers, RunKind::Rebuild),
+        two_processes_vs_two_workers: versus(RunKind::TwoProcesses, RunKind::TwoWorkers),
+        rebuild_bytes_per_product: per_product(RunKind::Rebuild),
+        restart_bytes_per_product: per_product(RunKind::QuietRestart),
+    }
+}
+
+impl RebuildReport {
+    pub fn run(&self, kind: RunKind) -> Option<&RebuildRun> {
+        self.runs.iter().find(|run| run.kind == kind)
+    }
+
+    pub fn to_markdown(&self) -> String {
+        let floor = &self.floor;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "#### Kafka rebuild\n\n{} records in {} partitions ({} products, {} campaigns, {} categories kept; {} rejected by the decoder), topics `{}`, `{}`, `{}`. Each run is a process of its own (a cluster: two), wall time from spawn to exit and peak RSS its `ru_maxrss` (a cluster's: the sum); each job run is `eligibility run --stop-at-end` into a JSONL sink. No figure can be below the bench's own peak, {:.0} MiB.\n",
+            floor.records,
+            floor.partitions,
+            floor.products,
+            floor.campaigns,
+            floor.categories,
+            floor.rejected,
+            self.topics.products,
+            self.topics.campaigns,
+            self.topics.categories,
+            mib(self.bench_peak_rss_bytes),
+        );
+        let _ = writeln!(
+            out,
+            "| run | wall s | peak RSS MiB | peak RSS B/product | pairs written | pairs at the end |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+        for run in &self.runs {
+            let count = |value: Option<u64>| value.map_or("–".to_owned(), |v| v.to_string());
+            let mut peak = format!("{:.0}", mib(run.process.peak_rss_bytes));
+            if run.members.len() > 1 {
+                let each: Vec<String> = run
+                    .members
+                    .iter()
+                    .map(|m| format!("{:.0}", mib(m.peak_rss_bytes)))
+                    .collect();
+                peak = format!("{peak} ({})", each.join(" + "));
+            }
+            let _ = writeln!(
+                out,
+                "| {} | {:.2} | {peak} | {:.0} | {} | {} |",
+                run.kind.label(),
+                run.process.wall_seconds,
+                run.process.peak_rss_bytes as f64 / floor.products.max(1) as f64,
+                count(run.pairs_written),
+                count(run.state.map(|state| state.pairs)),
+            );
+        }
+        let ratios = &self.ratios;
+        let _ = writeln!(out, "\n| ratio | wall | peak RSS | goal (issue 25) |");
+        let _ = writeln!(out, "|---|---:|---:|---|");
+        let rows = [
+            ("rebuild / floor", ratios.rebuild_vs_floor, 2.0),
+            ("quiet restart / floor", ratios.restart_vs_floor, 2.0),
+            ("2 workers / 1 worker", ratios.two_workers_vs_one, 0.6),
+            (
+                "2 processes × 1 / 1 process × 2",
+                ratios.two_processes_vs_two_workers,
+                1.15,
+            ),
+        ];
+        for (label, ratio, goal) in rows {
+            let Some((wall, rss)) = ratio else { continue };
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | wall ≤ {goal}×: {} |",
+                format_ratio(wall),
+                format_ratio(rss),
+                met(wall <= goal)
+            );
+        }
+        for (label, bytes) in [
+            ("peak RSS per product, rebuild", ratios.rebuild_bytes_per_product),
+            ("peak RSS per product, quiet restart", ratios.restart_bytes_per_product),
+        ] {
+            let Some(bytes) = bytes else { continue };
+            let _ = writeln!(out, "| {label} | | {bytes:.0} B | ≤ 200 B: {} |", met(bytes <= 200.0));
+        }
+        let _ = writeln!(
+            out,
+            "\nOutputs: the runs into an empty sink {}; the quiet restart wrote {} pairs.",
+            if self.outputs_agree {
+                "ended with the same pairs"
+            } else {
+                "**ended with different pairs**"
+            },
+            self.quiet_restart_writes
+        );
+        out
+    }
+}
+
+fn met(yes: bool) -> &'static str {
+    if yes {
+        "met"
+    } else {
+        "not met"
+    }
+}
+
+/// The default folder of a run's files.
+pub fn default_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("eligibility-bench-rebuild-{}", std::process::id()))
+}
+
+/// Removes `dir` if this run made it and nothing is left in it worth keeping.
+pub fn remove_if_empty(dir: &Path) {
+    std::fs::remove_dir(dir).ok();
+}
