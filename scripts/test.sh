@@ -9,12 +9,20 @@ cd "$(dirname "$0")/.."
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# The layering of src/: no import circle, no import running up a floor (docs/architecture.md).
+# The layering of src/: no import circle, no import running up a floor (docs/architecture.md);
+# and no import circle in bench/.
 python3 scripts/import_graph.py
+python3 scripts/import_graph.py bench
 
 # The Kubernetes manifests: rendered with kustomize, checked with kubeconform against
 # schemas built offline (cached under .local/k8s; a cold run takes a few minutes).
 scripts/k8s-validate.sh
+
+# The alerts and recording rules (deploy/prometheus), checked and unit-tested by Prometheus's
+# own promtool (Debian package prometheus); tests/prometheus*.rs test the rest of the
+# monitoring against the job and a real Prometheus server.
+promtool check rules deploy/prometheus/eligibility.rules.yml
+promtool test rules deploy/prometheus/eligibility.rules.test.yml
 
 # The container image (Containerfile): built with buildah and run (scripts/image.sh smoke:
 # the demo and a file-mode run inside it, its contents checked), where this machine can

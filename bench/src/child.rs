@@ -18,9 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use super::baselines::{self, Implementation};
 use super::engine;
-use super::measure::{peak_resident_bytes, resident_bytes, PhaseResult};
+use super::kind::Kind;
+use super::measure::{peak_resident_bytes, resident_bytes, Memory, PhaseResult};
 use super::process::{run_measured, ProcessFigures};
-use super::report::{Kind, Memory};
 use super::tree::workload::TreeFigures;
 use super::workload::{Workload, WorkloadSpec};
 use generate::{generate, MarketplaceSpec};

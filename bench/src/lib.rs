@@ -18,6 +18,7 @@ pub mod collected;
 pub mod engine;
 pub mod file_mode;
 pub mod format;
+pub mod kind;
 pub mod measure;
 pub mod plot;
 pub mod process;
@@ -25,6 +26,7 @@ pub mod processes;
 pub mod rebuild;
 pub mod report;
 pub mod sweep;
+pub mod tables;
 pub mod tree;
 pub mod workload;
 
@@ -76,6 +78,14 @@ impl Phase {
 }
 
 impl Workload {
+    /// The workload `spec` asks for: the tree phase's, or the main one.
+    pub fn build(spec: &WorkloadSpec) -> Workload {
+        match &spec.tree {
+            Some(tree) => tree::workload::build(spec, tree),
+            None => Workload::build_main(spec),
+        }
+    }
+
     /// The phases this workload holds, in order.
     pub fn phases(&self) -> Vec<Phase> {
         if self.tree.is_some() {

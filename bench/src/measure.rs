@@ -77,6 +77,21 @@ impl PhaseResult {
     }
 }
 
+/// The engine's memory as its first run measured it in its own process.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Memory {
+    /// Resident memory the generated workload takes, before any engine runs.
+    pub workload_bytes: u64,
+    /// Growth of resident memory over the engine's initial load, less the bench's copy of
+    /// the pairs: the engine's state.
+    pub engine_state_bytes: u64,
+    pub engine_state_bytes_per_product: f64,
+    /// The bench's copy of the pairs after the initial load, taken out of the state.
+    pub collected_pairs_bytes: u64,
+    pub peak_resident_bytes_after_engine: u64,
+    pub engine_workers: usize,
+}
+
 /// The nearest-rank percentile of sorted values.
 fn percentile(sorted: &[f64], quantile: f64) -> f64 {
     if sorted.is_empty() {

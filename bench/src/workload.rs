@@ -6,8 +6,9 @@
 //! decoded record and as its event-log line, so the engine can be timed with and without
 //! the JSON decode.
 //!
-//! The tree phase's workloads (`crate::tree::workload`) are built here too, from the same
-//! spec with its `tree` set: a load, one subtree move and one top-level campaign.
+//! The tree phase's workloads are described here and built in `crate::tree::workload`,
+//! from the same spec with its `tree` set: a load, one subtree move and one top-level
+//! campaign (`Workload::build`, in the crate root, picks the builder).
 
 use std::collections::HashMap;
 
@@ -19,8 +20,6 @@ use serde::{Deserialize, Serialize};
 
 use generate::zipf::Zipf;
 use generate::{campaign_line, category_line, generate_to_vec, product_line, MarketplaceSpec};
-
-use crate::tree::workload::{TreeBatches, TreePhaseSpec};
 
 /// A batch of events, in both forms.
 #[derive(Clone, Debug, Default)]
@@ -83,6 +82,67 @@ pub struct UpdateRound {
     pub batches: Vec<Batch>,
 }
 
+/// Which of the two workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TreeCase {
+    Tree,
+    Flat,
+}
+
+impl TreeCase {
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeCase::Tree => "tree",
+            TreeCase::Flat => "flat",
+        }
+    }
+}
+
+/// What a tree phase workload is built from, besides the marketplace (whose `tree_depth`
+/// and `tree_fanout` shape the tree).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TreePhaseSpec {
+    pub case: TreeCase,
+    /// The share of the products the moved subtree should hold.
+    pub move_share: f64,
+}
+
+/// The tree phase's changes, as the case expresses them.
+#[derive(Clone, Debug, Default)]
+pub struct TreeBatches {
+    pub subtree_move: Batch,
+    pub top_level_campaign: Batch,
+    pub figures: TreeFigures,
+}
+
+/// What the tree phase changes, the same in both cases.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeFigures {
+    pub categories: usize,
+    pub top_level_categories: usize,
+    /// Levels of the tree as loaded.
+    pub levels: usize,
+    /// The category whose subtree moves, its parent before and after.
+    pub moved: CategoryId,
+    pub moved_from: Option<CategoryId>,
+    pub moved_to: Option<CategoryId>,
+    /// Categories in the moved subtree, the category itself included.
+    pub moved_categories: usize,
+    pub moved_products: usize,
+    pub moved_share: f64,
+    /// Active campaigns naming a category above the old or the new position: the ones whose
+    /// pairs the move may change.
+    pub campaigns_above: usize,
+    /// Campaigns the flat case edits for the move: those whose expanded list it changes.
+    pub flat_campaign_edits: usize,
+    pub top_level: CategoryId,
+    pub top_level_products: usize,
+    pub top_level_share: f64,
+    /// Categories the flat case's top-level campaign lists.
+    pub top_level_flat_list: usize,
+}
+
 /// Sizes of the bench's marketplace and phases.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkloadSpec {
@@ -117,10 +177,8 @@ pub struct Workload {
 pub const NEW_CAMPAIGN_KEY: &str = "c-bench-new";
 
 impl Workload {
-    pub fn build(spec: &WorkloadSpec) -> Workload {
-        if let Some(tree) = &spec.tree {
-            return crate::tree::workload::build(spec, tree);
-        }
+    /// The main workload (`spec.tree` is not read: see `Workload::build`).
+    pub fn build_main(spec: &WorkloadSpec) -> Workload {
         let marketplace = MarketplaceSpec {
             updates: 0,
             malformed_share: 0.0,

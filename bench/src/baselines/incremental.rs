@@ -20,7 +20,7 @@ use dataflows::model::{Campaign, Category, CategoryId, PairChange, PairFigures, 
 use dataflows::reference::PairState;
 use dataflows::rule::{first_category_met, index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
 
-use super::Implementation;
+use super::implementation::Implementation;
 
 type CampaignSlot = u32;
 type ProductSlot = u32;

@@ -20,7 +20,7 @@ use dataflows::model::{Campaign, CategoryId, PairFigures, PairKey, Product, Sell
 use dataflows::reference::{PairState, ReferenceState};
 use dataflows::rule::{index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
 
-use super::Implementation;
+use super::implementation::Implementation;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Strategy {

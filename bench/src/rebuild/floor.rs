@@ -21,7 +21,7 @@ use rdkafka::ClientContext;
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::Topics;
+use super::config::Topics;
 
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// A partition that sends nothing for this long while not at its end fails the run.

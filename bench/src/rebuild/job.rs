@@ -14,22 +14,7 @@ use dataflows::model::{PairFigures, PairKey};
 use eligibility::change_log::parse_change;
 use serde::{Deserialize, Serialize};
 
-use super::Topics;
-
-/// A job config on `topics` whose JSONL sink writes `changes` (its progress record and
-/// dead letters beside it); no metrics endpoint, so several jobs can run at once.
-pub fn config_text(brokers: &str, topics: &Topics, changes: &Path) -> String {
-    let beside = |suffix: &str| changes.with_extension(suffix).display().to_string();
-    format!(
-        "[kafka]\nbrokers = {brokers:?}\nproducts_topic = {:?}\ncampaigns_topic = {:?}\ncategories_topic = {:?}\n\n\
-         [sinks.jsonl]\npath = {:?}\n\n[dead_letter]\npath = {:?}\n\n[metrics]\nlisten = \"\"\n",
-        topics.products,
-        topics.campaigns,
-        topics.categories,
-        changes.display().to_string(),
-        beside("rejected.jsonl"),
-    )
-}
+use super::config::{config_text, Topics};
 
 /// One job's folder: its config, change log and stderr.
 pub struct JobDir {

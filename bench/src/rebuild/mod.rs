@@ -10,6 +10,7 @@
 //! The final pairs of 2, 4 and 5 must be equal and 3 must write none, or the run fails
 //! (after printing its table).
 
+pub mod config;
 pub mod floor;
 pub mod job;
 pub mod topics;
@@ -19,34 +20,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
-use dataflows::model::Topic;
 use generate::MarketplaceSpec;
 use serde::{Deserialize, Serialize};
 
+pub use self::config::Topics;
 use self::floor::FloorOutput;
 use self::job::{FoldedLog, JobDir};
 use crate::format::{format_ratio, mib};
 use crate::process::{run_measured, run_measured_together, ProcessFigures};
 use crate::report::Machine;
-
-/// The three topics a rebuild reads.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topics {
-    pub products: String,
-    pub campaigns: String,
-    /// Optional to the job: a missing one means a flat marketplace.
-    pub categories: String,
-}
-
-impl Topics {
-    pub fn by_kind(&self) -> [(Topic, &str); 3] {
-        [
-            (Topic::Products, &self.products),
-            (Topic::Campaigns, &self.campaigns),
-            (Topic::Categories, &self.categories),
-        ]
-    }
-}
 
 /// Where the topics come from.
 #[derive(Clone, Debug)]

@@ -18,7 +18,7 @@ use generate::MarketplaceSpec;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 
-use super::{job, Topics};
+use super::config::{config_text, Topics};
 use crate::process::run_measured;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -87,7 +87,7 @@ pub fn ensure_produced(
         .arg(&log);
     run_measured(generate).context("eligibility generate failed")?;
     let config = dir.join("produce.toml");
-    std::fs::write(&config, job::config_text(brokers, &topics, &dir.join("unused.jsonl")))?;
+    std::fs::write(&config, config_text(brokers, &topics, &dir.join("unused.jsonl")))?;
     eprintln!("rebuild: producing into {prefix}-*, {partitions} partitions each");
     let mut produce = Command::new(engine);
     produce.args(["produce", "--partitions", &partitions.to_string(), "--config"]);

@@ -18,9 +18,9 @@ use self::workload::{TreeCase, TreeFigures, TreePhaseSpec};
 use super::child::{self, ChildTask};
 use super::engine::Feed;
 use super::format::format_ratio;
+use super::kind::Kind;
 use super::measure::PhaseResult;
 use super::process::ProcessFigures;
-use super::report::Kind;
 use super::workload::WorkloadSpec;
 use super::{check_agreement, BenchOptions, Phase};
 

@@ -14,70 +14,9 @@ use dataflows::decode::{decode_envelope, Change, Record};
 use dataflows::model::{Campaign, Category, CategoryId, Product};
 use dataflows::reference::ReferenceState;
 use generate::{campaign_line, generate_to_vec, MarketplaceSpec};
-use serde::{Deserialize, Serialize};
 
 use crate::workload::{Batch, Workload, WorkloadSpec};
-
-/// Which of the two workloads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TreeCase {
-    Tree,
-    Flat,
-}
-
-impl TreeCase {
-    pub fn name(self) -> &'static str {
-        match self {
-            TreeCase::Tree => "tree",
-            TreeCase::Flat => "flat",
-        }
-    }
-}
-
-/// What a tree phase workload is built from, besides the marketplace (whose `tree_depth`
-/// and `tree_fanout` shape the tree).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TreePhaseSpec {
-    pub case: TreeCase,
-    /// The share of the products the moved subtree should hold.
-    pub move_share: f64,
-}
-
-/// The tree phase's changes, as the case expresses them.
-#[derive(Clone, Debug, Default)]
-pub struct TreeBatches {
-    pub subtree_move: Batch,
-    pub top_level_campaign: Batch,
-    pub figures: TreeFigures,
-}
-
-/// What the tree phase changes, the same in both cases.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TreeFigures {
-    pub categories: usize,
-    pub top_level_categories: usize,
-    /// Levels of the tree as loaded.
-    pub levels: usize,
-    /// The category whose subtree moves, its parent before and after.
-    pub moved: CategoryId,
-    pub moved_from: Option<CategoryId>,
-    pub moved_to: Option<CategoryId>,
-    /// Categories in the moved subtree, the category itself included.
-    pub moved_categories: usize,
-    pub moved_products: usize,
-    pub moved_share: f64,
-    /// Active campaigns naming a category above the old or the new position: the ones whose
-    /// pairs the move may change.
-    pub campaigns_above: usize,
-    /// Campaigns the flat case edits for the move: those whose expanded list it changes.
-    pub flat_campaign_edits: usize,
-    pub top_level: CategoryId,
-    pub top_level_products: usize,
-    pub top_level_share: f64,
-    /// Categories the flat case's top-level campaign lists.
-    pub top_level_flat_list: usize,
-}
+pub use crate::workload::{TreeBatches, TreeCase, TreeFigures, TreePhaseSpec};
 
 /// The key of the campaign on a top-level category.
 pub const TOP_LEVEL_CAMPAIGN_KEY: &str = "c-bench-top";
