@@ -117,8 +117,13 @@ pub fn kafka_job(
         changes.push(jsonl_output(config, &metrics, first_process)?);
     }
     if let Some(elasticsearch) = &config.sinks.elasticsearch {
-        let (output, max_version) =
-            crate::sink::elasticsearch::output(elasticsearch, &metrics, &handle, first_process)?;
+        let (output, max_version) = crate::sink::elasticsearch::output(
+            elasticsearch,
+            &metrics,
+            &handle,
+            first_process,
+            committed.as_ref().map(|record| record.time),
+        )?;
         proposal = proposal.max(max_version + 1);
         changes.push(output);
     }

@@ -24,6 +24,7 @@ fn case(name: &str) -> (KafkaCase, String) {
     let case = KafkaCase::new(name, false);
     let index = format!("{}-pairs", case.products_topic.trim_end_matches("-products"));
     delete_index(&index);
+    delete_index(&format!("{index}-refused"));
     case.write_sinks_config(
         &case.config,
         SinkSetup {
@@ -690,4 +691,128 @@ fn a_flood_behind_a_blocked_index_is_coalesced_and_its_backlog_shows_then_clears
         "superseded writes are not sent: {writes} document writes for {rows} changed (pair, time) rows"
     );
     job.kill();
+}
+
+/// The `id_too_long` dead letters of the case's dead-letter file.
+fn id_too_long_letters(case: &KafkaCase) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(case.dir.path().join("rejected.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|letter| letter["code"] == "id_too_long")
+        .collect()
+}
+
+#[test]
+fn a_refused_document_is_dead_lettered_once_whatever_the_restarts() {
+    let _serial = serial();
+    let (case, index) = case("es-refused-once");
+    let long = format!("c-{}", "L".repeat(600));
+    let mut lines: Vec<String> = vec![
+        format!(r#"{{"topic": "campaigns", "key": "{long}", "value": {{}}}}"#),
+        CAMPAIGN.into(),
+        product(1),
+        product(2),
+    ];
+    case.produce(&lines, 1);
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(id_too_long_letters(&case).len(), 2, "one per pair of the long campaign");
+
+    // A stopped and started job: the refused pairs have not changed.
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(id_too_long_letters(&case).len(), 2, "a restart repeats no dead letter");
+
+    // A live change of one refused pair is a new refusal; then a SIGKILL once it is committed.
+    let mut job = case.spawn(&case.config, &[]);
+    let change = vec![product_with_stock(1, 9)];
+    case.produce(&change, 1);
+    lines.extend(change);
+    let expected = expected_state(&lines);
+    wait_until("the change is written and committed", Duration::from_secs(90), || {
+        index_content(&index)
+            .0
+            .iter()
+            .all(|(pair, figures)| expected.get(pair) == Some(figures))
+            && progress_offsets("eligibility-progress", &index) == Some(lines.len() as i64)
+    });
+    job.kill();
+    let letters = id_too_long_letters(&case);
+    assert_eq!(letters.len(), 3, "{letters:?}");
+    assert!(
+        letters[2]["raw"].as_str().unwrap().contains(r#""eligible_stock":9"#),
+        "{}",
+        letters[2]
+    );
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(
+        id_too_long_letters(&case).len(),
+        3,
+        "a restart after a kill repeats none"
+    );
+
+    // The campaign ends: its pairs are gone (nothing to dead-letter), and stay gone.
+    let tombstone = vec![format!(r#"{{"topic": "campaigns", "key": "{long}", "value": null}}"#)];
+    case.produce(&tombstone, 1);
+    case.run_to_end(&case.config, &[]);
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(id_too_long_letters(&case).len(), 3);
+    // It comes back with the same figures: a new refusal, once.
+    let back = vec![format!(r#"{{"topic": "campaigns", "key": "{long}", "value": {{}}}}"#)];
+    case.produce(&back, 1);
+    case.run_to_end(&case.config, &[]);
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(
+        id_too_long_letters(&case).len(),
+        5,
+        "the campaign's two pairs are refused again, once"
+    );
+}
+
+#[test]
+fn a_refusal_marked_after_the_last_commit_is_dead_lettered_again() {
+    let _serial = serial();
+    let (case, index) = case("es-refused-uncommitted");
+    let long = format!("c-{}", "L".repeat(600));
+    let lines: Vec<String> = vec![
+        format!(r#"{{"topic": "campaigns", "key": "{long}", "value": {{}}}}"#),
+        product(1),
+    ];
+    case.produce(&lines, 1);
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(id_too_long_letters(&case).len(), 1);
+
+    // As if the job was killed after writing the marker, before its dead letter was
+    // committed: the marker's version lies past the progress record's time.
+    let (_, progress) = request(Method::Get, &format!("/eligibility-progress/_doc/{index}"), None);
+    let record: serde_json::Value = serde_json::from_str(progress["_source"]["record"].as_str().unwrap()).unwrap();
+    let committed = record["time"].as_u64().unwrap();
+    let refused_index = format!("{index}-refused");
+    request(Method::Post, &format!("/{refused_index}/_refresh"), None);
+    let (_, found) = request(
+        Method::Post,
+        &format!("/{refused_index}/_search"),
+        Some(json!({"version": true})),
+    );
+    let hits = found["hits"]["hits"].as_array().unwrap();
+    assert_eq!(hits.len(), 1, "one marker for the refused pair: {found}");
+    let (id, version) = (hits[0]["_id"].as_str().unwrap(), hits[0]["_version"].as_u64().unwrap());
+    assert!(version <= committed, "the run committed past its refusal");
+    let (status, body) = request(
+        Method::Put,
+        &format!(
+            "/{refused_index}/_doc/{id}?version={}&version_type=external",
+            committed + 1
+        ),
+        Some(hits[0]["_source"].clone()),
+    );
+    assert!(status == 200 || status == 201, "{body}");
+
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(
+        id_too_long_letters(&case).len(),
+        2,
+        "a dead letter that may be lost is written again"
+    );
+    case.run_to_end(&case.config, &[]);
+    assert_eq!(id_too_long_letters(&case).len(), 2, "once");
 }

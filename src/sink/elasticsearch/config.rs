@@ -72,6 +72,11 @@ impl ElasticsearchConfig {
         config
     }
 
+    /// Where the pairs the index cannot hold (`id_too_long`) are marked: `<index>-refused`.
+    pub fn refused_index(&self) -> String {
+        format!("{}-refused", self.index)
+    }
+
     pub fn bulk(&self) -> BulkConfig {
         self.client.bulk.resolve(BULK_DEFAULTS, &self.client.retry)
     }

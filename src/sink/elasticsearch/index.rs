@@ -30,6 +30,15 @@ pub fn pairs_mapping(config: &ElasticsearchConfig) -> serde_json::Value {
     })
 }
 
+/// The refused index: markers are read back by scroll only, so nothing in them is indexed
+/// (a campaign id too long for an `_id` may be too long for a keyword too).
+pub fn refused_mapping(config: &ElasticsearchConfig) -> serde_json::Value {
+    json!({
+        "settings": {"number_of_shards": 1, "number_of_replicas": config.replicas},
+        "mappings": {"dynamic": false}
+    })
+}
+
 /// Waits until the primary shards of `index` are assigned (health yellow or better).
 async fn wait_for_shards(client: &Elasticsearch, index: &str) -> anyhow::Result<()> {
     let response = client

@@ -17,7 +17,9 @@
 //! An `_id` longer than [`MAX_ID_BYTES`] is never sent: the node would refuse the whole
 //! request (HTTP 400 `id is too long`), not just that item, and the request would be retried
 //! forever. Its upsert becomes a dead letter (`id_too_long`); its delete is done, since no
-//! document can have that id.
+//! document can have that id. Either way the same request writes (or deletes) the pair's
+//! *refusal marker* in the refused index ([`marker_id`]), so that a restart knows the pair
+//! was refused with these figures and does not dead-letter it again (`held.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -51,20 +53,57 @@ pub fn refused_before_sending(op: &DocumentOp) -> Option<ItemOutcome> {
     })
 }
 
+/// The id of a refused pair's marker: the campaign's tag (the 64-bit hash the job counts
+/// its pairs under, so two ids share a marker exactly when the job already merges their
+/// pairs) and the seller id. Always short enough for an `_id`.
+pub fn marker_id(document_id: &str) -> String {
+    let (campaign_id, seller_id) = document_id.rsplit_once(':').unwrap_or((document_id, ""));
+    format!("{:016x}:{seller_id}", dataflows::model::tag_of(campaign_id))
+}
+
+/// The write of `op`'s refusal marker: the same version and body, under [`marker_id`].
+fn marker_op(op: &DocumentOp) -> DocumentOp {
+    DocumentOp {
+        id: marker_id(&op.id),
+        ..op.clone()
+    }
+}
+
 pub struct ElasticsearchService {
     pub client: Elasticsearch,
     pub index: String,
+    /// Where refused pairs are marked ([`marker_id`]).
+    pub refused_index: String,
 }
 
-/// The NDJSON body of a bulk request for `ops`, written straight into one buffer (no
+/// One action of a bulk request: an op, in the request's index or in `index`.
+#[derive(Clone, Copy)]
+pub struct Action<'a> {
+    pub op: &'a DocumentOp,
+    pub index: Option<&'a str>,
+}
+
+impl<'a> From<&'a DocumentOp> for Action<'a> {
+    fn from(op: &'a DocumentOp) -> Self {
+        Action { op, index: None }
+    }
+}
+
+/// The NDJSON body of a bulk request for `actions`, written straight into one buffer (no
 /// per-line allocation, no copy of a document body but this one).
-pub fn bulk_body<'a>(ops: impl IntoIterator<Item = &'a DocumentOp>) -> Vec<u8> {
+pub fn bulk_body<'a>(actions: impl IntoIterator<Item = Action<'a>>) -> Vec<u8> {
     let mut body = Vec::new();
-    for op in ops {
+    for Action { op, index } in actions {
         let action = if op.body.is_some() { "index" } else { "delete" };
         body.extend_from_slice(b"{\"");
         body.extend_from_slice(action.as_bytes());
-        body.extend_from_slice(b"\":{\"_id\":");
+        body.extend_from_slice(b"\":{");
+        if let Some(index) = index {
+            body.extend_from_slice(b"\"_index\":");
+            serde_json::to_writer(&mut body, index).expect("a string always serializes");
+            body.push(b',');
+        }
+        body.extend_from_slice(b"\"_id\":");
         serde_json::to_writer(&mut body, &op.id).expect("a string always serializes");
         body.extend_from_slice(b",\"version\":");
         serde_json::to_writer(&mut body, &op.version).expect("a number always serializes");
@@ -152,33 +191,60 @@ impl BulkService for ElasticsearchService {
     fn send(&self, ops: Arc<Vec<DocumentOp>>) -> Pin<Box<dyn Future<Output = RequestResult> + Send>> {
         let client = self.client.clone();
         let index = self.index.clone();
+        let refused_index = self.refused_index.clone();
         Box::pin(async move {
+            // A refused op sends its marker in its place.
             let refused: Vec<Option<ItemOutcome>> = ops.iter().map(refused_before_sending).collect();
-            let sendable: Vec<&DocumentOp> = ops
+            let markers: Vec<Option<DocumentOp>> = ops
                 .iter()
                 .zip(&refused)
-                .filter(|(_, refused)| refused.is_none())
-                .map(|(op, _)| op)
+                .map(|(op, refused)| refused.as_ref().map(|_| marker_op(op)))
                 .collect();
-            let mut sent = if sendable.is_empty() {
-                Vec::new().into_iter()
-            } else {
-                send_bulk(&client, &index, &sendable).await?.into_iter()
-            };
-            Ok(refused
-                .into_iter()
-                .map(|refused| refused.unwrap_or_else(|| sent.next().expect("one outcome per op sent")))
+            let actions: Vec<Action> = ops
+                .iter()
+                .zip(&markers)
+                .map(|(op, marker)| match marker {
+                    Some(marker) => Action {
+                        op: marker,
+                        index: Some(&refused_index),
+                    },
+                    None => Action::from(op),
+                })
+                .collect();
+            let sent = send_bulk(&client, &index, &actions).await?;
+            Ok(ops
+                .iter()
+                .zip(refused)
+                .zip(sent)
+                .map(|((op, refused), sent)| match refused {
+                    None => sent,
+                    Some(refused) => with_marker(op, refused, sent),
+                })
                 .collect())
         })
+    }
+}
+
+/// The outcome of a refused op whose marker was sent: the refusal once the marker is
+/// written, a retry while it cannot be. A marker refused for good does not hold the
+/// refusal back (it is dead-lettered again at the next start, as before markers).
+fn with_marker(op: &DocumentOp, refused: ItemOutcome, marker: ItemOutcome) -> ItemOutcome {
+    match marker {
+        ItemOutcome::Done => refused,
+        retry @ ItemOutcome::Retry { .. } => retry,
+        ItemOutcome::Rejected { reason, .. } => {
+            tracing::warn!(id = %op.id, %reason, "the refused index refused the marker of a refused document");
+            refused
+        }
     }
 }
 
 /// What the sink reads of a bulk answer (`BulkAnswer`).
 const ANSWER_FIELDS: &[&str] = &["items.*.status", "items.*.error"];
 
-/// One `_bulk` request for `ops`, and each op's outcome.
-async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[&DocumentOp]) -> RequestResult {
-    let body = bulk_body(ops.iter().copied());
+/// One `_bulk` request for `actions`, and each one's outcome.
+async fn send_bulk(client: &Elasticsearch, index: &str, actions: &[Action<'_>]) -> RequestResult {
+    let body = bulk_body(actions.iter().copied());
     let response = client
         .bulk(BulkParts::Index(index))
         // The node answers each item's status and error only: the rest of an item (index,
@@ -201,7 +267,8 @@ async fn send_bulk(client: &Elasticsearch, index: &str, ops: &[&DocumentOp]) -> 
         .bytes()
         .await
         .map_err(|error| RequestFailure::Unanswered(error.to_string()))?;
-    outcomes(ops, &bytes)
+    let ops: Vec<&DocumentOp> = actions.iter().map(|action| action.op).collect();
+    outcomes(&ops, &bytes)
 }
 
 /// Each op's outcome, from the bulk answer's bytes.
@@ -242,7 +309,7 @@ mod tests {
             id: "c \"quoted\" \\ é:1".into(),
             ..op(true)
         };
-        let body = bulk_body([&op(true), &op(false), &tricky]);
+        let body = bulk_body([&op(true), &op(false), &tricky].map(Action::from));
         assert!(body.ends_with(b"\n"));
         let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').filter(|line| !line.is_empty()).collect();
         assert_eq!(lines.len(), 5);
@@ -301,6 +368,47 @@ mod tests {
         ));
         // No document can have that id: there is nothing to delete.
         assert_eq!(refused_before_sending(&long(false)), Some(ItemOutcome::Done));
+    }
+
+    #[test]
+    fn a_refused_op_sends_its_marker_to_the_refused_index_instead() {
+        let long = format!("{}:42", "c".repeat(MAX_ID_BYTES));
+        let marker = marker_id(&long);
+        assert_eq!(
+            marker,
+            format!("{:016x}:42", dataflows::model::tag_of(&"c".repeat(MAX_ID_BYTES)))
+        );
+        assert_eq!(marker, marker_id(&long), "the same pair, the same marker");
+        assert_ne!(marker, marker_id(&format!("{}:43", "c".repeat(MAX_ID_BYTES))));
+        let upsert = marker_op(&DocumentOp { id: long, ..op(true) });
+        let body = bulk_body([Action {
+            op: &upsert,
+            index: Some("pairs-refused"),
+        }]);
+        let lines: Vec<&[u8]> = body.split(|b| *b == b'\n').filter(|line| !line.is_empty()).collect();
+        assert_eq!(
+            serde_json::from_slice::<Value>(lines[0]).unwrap(),
+            json!({"index": {"_index": "pairs-refused", "_id": marker, "version": 9, "version_type": "external"}})
+        );
+        assert_eq!(lines[1], b"{}", "the marker holds the refused document");
+
+        // The refusal stands once the marker is written, and waits while it cannot be.
+        assert_eq!(refused_before_sending(&upsert), None, "the marker's own id is short");
+        let rejected = ItemOutcome::Rejected {
+            code: "id_too_long".into(),
+            reason: "long".into(),
+        };
+        let retry = ItemOutcome::Retry {
+            reason: "503".into(),
+            blocking: false,
+        };
+        assert_eq!(with_marker(&upsert, rejected.clone(), ItemOutcome::Done), rejected);
+        assert_eq!(with_marker(&upsert, rejected.clone(), retry.clone()), retry);
+        let marker_refused = ItemOutcome::Rejected {
+            code: "strict_dynamic_mapping_exception".into(),
+            reason: "no".into(),
+        };
+        assert_eq!(with_marker(&upsert, rejected.clone(), marker_refused), rejected);
     }
 
     #[test]
