@@ -18,6 +18,12 @@ python3 scripts/import_graph.py bench
 # schemas built offline (cached under .local/k8s; a cold run takes a few minutes).
 scripts/k8s-validate.sh
 
+# The alerts and recording rules (deploy/prometheus), checked and unit-tested by Prometheus's
+# own promtool (Debian package prometheus); tests/prometheus*.rs test the rest of the
+# monitoring against the job and a real Prometheus server.
+promtool check rules deploy/prometheus/eligibility.rules.yml
+promtool test rules deploy/prometheus/eligibility.rules.test.yml
+
 # The container image (Containerfile): built with buildah and run (scripts/image.sh smoke:
 # the demo and a file-mode run inside it, its contents checked), where this machine can
 # build it (root, buildah installed or installable). A release build of the binary when
