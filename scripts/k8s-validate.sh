@@ -122,15 +122,64 @@ build_schemas() { # kubernetes version, e.g. 1.35.4
 for v in $K8S_VERSIONS; do build_schemas "$v"; done
 ensure_venv # the checks below parse YAML with its PyYAML
 
+# The Prometheus Operator's PrometheusRule and ServiceMonitor (k8s/components/monitoring):
+# JSON schemas from the CRDs of its Go module (the module proxy), made strict like the rest
+# (additionalProperties: false wherever the CRD lists the properties).
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+CRD_SCHEMAS="$CACHE/crd-schemas/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION"
+if [ ! -f "$CRD_SCHEMAS/.complete" ]; then
+    say "downloading the CRDs of prometheus-operator $PROMETHEUS_OPERATOR_VERSION (Go module)"
+    json="$(cd "$CACHE" && go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION")" ||
+        fail "go mod download prometheus-operator@$PROMETHEUS_OPERATOR_VERSION failed: $json"
+    crds="$(printf '%s' "$json" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')/example/prometheus-operator-crd"
+    rm -rf "$CRD_SCHEMAS" && mkdir -p "$CRD_SCHEMAS"
+    "$VENV/bin/python" - "$CRD_SCHEMAS" "$crds/monitoring.coreos.com_prometheusrules.yaml" \
+        "$crds/monitoring.coreos.com_servicemonitors.yaml" <<'PY' || fail "cannot convert the prometheus-operator CRDs"
+import json
+import os
+import sys
+
+import yaml
+
+
+def strict(node):
+    if isinstance(node, dict):
+        if (node.get("type") == "object" and "properties" in node and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")):
+            node["additionalProperties"] = False
+        for value in node.values():
+            strict(value)
+    elif isinstance(node, list):
+        for value in node:
+            strict(value)
+
+
+out = sys.argv[1]
+for path in sys.argv[2:]:
+    with open(path) as f:
+        crd = yaml.safe_load(f)
+    group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+    for version in crd["spec"]["versions"]:
+        schema = version["schema"]["openAPIV3Schema"]
+        strict(schema)
+        # kubeconform's name for it: <kind>-<first label of the group>-<version>.json
+        name = f"{kind.lower()}-{group.split('.')[0]}-{version['name']}.json"
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(schema, f)
+PY
+    echo "prometheus-operator $PROMETHEUS_OPERATOR_VERSION" >"$CRD_SCHEMAS/.complete"
+fi
+
 # --- 3. render, validate, check ---------------------------------------------------------
 SCHEMA_LOCATION="$SCHEMAS/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json"
 kubeconform_run() { # file kubernetes-version; only local schemas, none may be missing
     "$KUBECONFORM" -strict -summary -output text -kubernetes-version "$2" \
-        -schema-location "$SCHEMA_LOCATION" "$1"
+        -schema-location "$SCHEMA_LOCATION" \
+        -schema-location "$CRD_SCHEMAS/{{ .ResourceKind }}{{ .KindSuffix }}.json" "$1"
 }
 
 declare -A rendered
-for target in base overlays/production; do
+for target in base overlays/production overlays/production-monitoring; do
     out="$WORK/$(basename "$target").yaml"
     "$KUSTOMIZE" build "$K8S_DIR/$target" >"$out" 2>"$WORK/kustomize.err" ||
         fail "kustomize build $K8S_DIR/$target: $(cat "$WORK/kustomize.err")"
@@ -340,5 +389,20 @@ sys.exit(1 if failures else 0)
 PY
 )" || fail "the rendered manifests do not hold what they must (above)"
 
+# Negative control of the Prometheus Operator's schemas: a rule with a misspelt field, and
+# an unknown field in the PrometheusRule's spec, must be rejected.
+monitoring_typo="$WORK/monitoring-typo.yaml"
+sed -e '0,/^    - expr: /s//    - exprr: /' -e '0,/^    - alert: /s//    - alertt: /' \
+    -e '0,/^  groups:$/s//  groupss: []\n  groups:/' "${rendered[overlays/production-monitoring]}" >"$monitoring_typo"
+for field in exprr alertt groupss; do
+    grep -q "$field:" "$monitoring_typo" || fail "could not plant $field in the monitoring render"
+done
+if typo_report="$(kubeconform_run "$monitoring_typo" "$first_version" 2>&1)"; then
+    fail "kubeconform accepted a PrometheusRule with 'exprr', 'alertt' and 'groupss': its schema is not strict"
+fi
+grep -q "PrometheusRule" <<<"$typo_report" || fail "kubeconform did not name the PrometheusRule: $typo_report"
+monitoring_kinds="$(grep -c -E '^kind: (PrometheusRule|ServiceMonitor)$' "${rendered[overlays/production-monitoring]}")"
+[ "$monitoring_kinds" = 2 ] || fail "overlays/production-monitoring renders $monitoring_kinds PrometheusRule/ServiceMonitor objects, not 2"
+
 kinds() { grep -c '^kind: ' "$1"; }
-say "OK: base ($(kinds "${rendered[base]}") objects) and production ($(kinds "${rendered[overlays/production]}") objects) valid against Kubernetes ${K8S_VERSIONS// /, } schemas (kubeconform -strict), a planted typo rejected, $checks assertions hold ($((SECONDS - started)) s)"
+say "OK: base ($(kinds "${rendered[base]}") objects), production ($(kinds "${rendered[overlays/production]}") objects) and production-monitoring ($(kinds "${rendered[overlays/production-monitoring]}") objects, with the Prometheus Operator's CRDs) valid against Kubernetes ${K8S_VERSIONS// /, } schemas (kubeconform -strict), a planted typo rejected, $checks assertions hold ($((SECONDS - started)) s)"
