@@ -1,9 +1,12 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod dashboard_plot;
 pub mod kafka;
+pub mod prometheus;
 pub mod query_service;
 pub mod search;
+pub mod search_node;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
