@@ -115,13 +115,24 @@ ensure_built() {
   local libs="$BUILD_DIR/libs/$engine" classes="$BUILD_DIR/classes/$engine"
   local stamp_file="$BUILD_DIR/classes/$engine.stamp" stamp
   stamp="$(build_stamp "$engine")"
-  if [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" && -d "$libs" && -d "$classes" ]] \
-     && compgen -G "$libs/*.jar" >/dev/null; then
+  built() {
+    [[ -f "$stamp_file" && "$(cat "$stamp_file")" == "$stamp" && -d "$libs" && -d "$classes" ]] \
+      && compgen -G "$libs/*.jar" >/dev/null
+  }
+  built && return 0
+  # Every home shares the build, and the home's lock does not cover it: two nodes of two
+  # homes starting at once must not both wipe and copy the same jars.
+  mkdir -p "$BUILD_DIR"
+  exec 8>"$BUILD_DIR/build-$engine.lock"
+  if command -v flock >/dev/null 2>&1; then
+    flock -w 600 8 || die "could not lock $BUILD_DIR/build-$engine.lock"
+  fi
+  if built; then
+    exec 8>&-
     return 0
   fi
   command -v mvn >/dev/null 2>&1 || die "mvn not found (needed once to resolve $engine from Maven Central)"
   log "resolving $engine runner from Maven Central and compiling the node main (first run only) ..."
-  mkdir -p "$BUILD_DIR"
   rm -rf "$libs" "$classes" "$stamp_file"
   local t0=$SECONDS build_log="$BUILD_DIR/build-$engine.log"
   if ! JAVA_HOME="$java_home" mvn -B -q -Dstyle.color=never -f "$POM_DIR/pom.xml" -P"$engine" \
@@ -130,6 +141,7 @@ ensure_built() {
     die "maven build for $engine failed (full output: $build_log)"
   fi
   printf '%s\n' "$stamp" >"$stamp_file"
+  exec 8>&-
   log "resolved $(find "$libs" -name '*.jar' | wc -l) jars ($(du -sh "$libs" | cut -f1)) in $((SECONDS - t0))s"
 }
 
@@ -214,7 +226,7 @@ cmd_start() {
   cd "$HOME_DIR"
   nohup "$java_home/bin/java" "${jvm_opts[@]}" \
     -cp "$BUILD_DIR/classes/$engine:$BUILD_DIR/libs/$engine/*" "$(main_class "$engine")" \
-    >>"$LOG_FILE" 2>&1 </dev/null 9>&- &
+    >>"$LOG_FILE" 2>&1 </dev/null 8>&- 9>&- &
   pid=$!
   cd - >/dev/null
   printf '%s\n' "$pid" >"$PID_FILE"

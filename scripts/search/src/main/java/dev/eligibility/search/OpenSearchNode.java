@@ -6,6 +6,7 @@ import java.time.Instant;
 import java.util.concurrent.CountDownLatch;
 
 import org.codelibs.opensearch.runner.OpenSearchRunner;
+import org.opensearch.action.admin.cluster.health.ClusterHealthResponse;
 
 /**
  * One-node OpenSearch (2.x or 3.x) for development and CI, embedded with codelibs'
@@ -21,7 +22,8 @@ import org.codelibs.opensearch.runner.OpenSearchRunner;
  * </ul>
  *
  * <p>Runs until the JVM is asked to stop (SIGTERM/SIGINT); the shutdown hook closes the
- * node cleanly so that the data directory can be reopened by the next start.
+ * node cleanly so that the data directory can be reopened by the next start. A shard
+ * recovery, however long, never stops it.
  */
 public final class OpenSearchNode {
 
@@ -67,14 +69,43 @@ public final class OpenSearchNode {
         try {
             runner.build(newConfigs().numOfNode(1).clusterName(clusterName).basePath(basePath)
                     .baseHttpPort(port - 1));
-            log("cluster health: " + runner.ensureYellow());
         } catch (final Throwable t) {
             log("failed to start: " + t);
             t.printStackTrace();
             System.exit(1);
         }
-        log("READY http://" + host + ":" + port + " cluster=" + clusterName + " basePath=" + basePath);
+        log("started http://" + host + ":" + port + " cluster=" + clusterName + " basePath=" + basePath);
+        waitForRecovery(runner, closed);
         closed.await();
+    }
+
+    /**
+     * Waits, as long as the node runs, for its shards to recover (yellow or green), logging
+     * progress. Not the runner's ensureYellow(): it gives up after the health request's
+     * 30 s, and a node replaying a large translog after a SIGKILL then closed itself in the
+     * middle of its recovery. scripts/elasticsearch.sh bounds the wait, if asked to.
+     */
+    private static void waitForRecovery(final OpenSearchRunner runner, final CountDownLatch closed) {
+        while (closed.getCount() > 0) {
+            try {
+                final ClusterHealthResponse health = runner.client().admin().cluster().prepareHealth()
+                        .setWaitForYellowStatus().setTimeout("10s").get();
+                if (!health.isTimedOut()) {
+                    log("READY cluster health: " + health.getStatus());
+                    return;
+                }
+                log("recovering: status " + health.getStatus() + ", " + health.getActiveShardsPercent()
+                        + "% of shards active");
+            } catch (final Exception e) {
+                // A node still starting (or already closing) may not answer yet.
+                log("cluster health not available: " + e);
+                try {
+                    Thread.sleep(1000);
+                } catch (final InterruptedException interrupted) {
+                    return;
+                }
+            }
+        }
     }
 
     private static String required(final String name) {
