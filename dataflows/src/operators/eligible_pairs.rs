@@ -44,6 +44,7 @@ use crate::model::{tag_of, Campaign, CampaignId, CategoryId, Product, ProductKey
 use crate::operators::ancestors::AncestorChange;
 use crate::operators::upsert::{LatestUpserts, Upsert};
 use crate::rule::{admits_category, index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
+use crate::state::campaigns::Handle;
 use crate::state::{CampaignTable, CategoryTree, ProductTable};
 
 /// A pair as the hot path keys it: (campaign tag, seller).
@@ -68,22 +69,25 @@ pub fn eligible_pairs<'scope>(
     builder.build(move |_capabilities| {
         let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
         let mut state = Matcher::default();
+        // Emptied product maps of applied times, kept for the next ones.
+        let mut recycled: Vec<LatestUpserts<ProductKey, Product>> = Vec::new();
         move |frontiers| {
             let mut output = output.activate();
             products_in.for_each(|capability, data| {
                 let time = *capability.least().expect("a totally ordered stamp has a least time");
-                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0));
+                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0), &mut recycled);
                 data.drain(..).for_each(|update| pending.products.offer(update));
             });
             campaigns_in.for_each(|capability, data| {
                 let time = *capability.least().expect("a totally ordered stamp has a least time");
-                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0));
+                let pending = PendingTime::at(&mut pending, time, || capability.retain_least(0), &mut recycled);
                 data.drain(..).for_each(|update| pending.campaigns.offer(update));
             });
             ancestors_in.for_each(|capability, data| {
                 // A collection's updates carry their own times, at or after the message's.
                 for (pair, time, diff) in data.drain(..) {
-                    let pending = PendingTime::at(&mut pending, time, || Some(capability.delayed(&time, 0)));
+                    let pending =
+                        PendingTime::at(&mut pending, time, || Some(capability.delayed(&time, 0)), &mut recycled);
                     *pending.ancestors.entry(pair).or_default() += diff;
                 }
             });
@@ -94,13 +98,16 @@ pub fn eligible_pairs<'scope>(
                 }
                 let PendingTime {
                     capability,
-                    products,
+                    mut products,
                     campaigns,
                     ancestors,
                 } = entry.remove();
                 state.apply_campaigns(campaigns);
                 state.apply_tree(ancestors);
-                state.apply_products(products);
+                state.apply_products(&mut products);
+                if recycled.len() < 2 {
+                    recycled.push(products);
+                }
                 let mut session = output.session(&capability);
                 session.give_iterator(state.drain_deltas());
             }
@@ -119,14 +126,15 @@ struct PendingTime {
 }
 
 impl PendingTime {
-    fn at(
-        pending: &mut BTreeMap<Time, PendingTime>,
+    fn at<'a>(
+        pending: &'a mut BTreeMap<Time, PendingTime>,
         time: Time,
         capability: impl FnOnce() -> Option<Capability<Time>>,
-    ) -> &mut PendingTime {
+        recycled: &mut Vec<LatestUpserts<ProductKey, Product>>,
+    ) -> &'a mut PendingTime {
         pending.entry(time).or_insert_with(|| PendingTime {
             capability: capability().expect("a totally ordered stamp has a least time"),
-            products: LatestUpserts::default(),
+            products: recycled.pop().unwrap_or_default(),
             campaigns: LatestUpserts::default(),
             ancestors: FastMap::default(),
         })
@@ -139,7 +147,15 @@ struct Matcher {
     products: ProductTable,
     campaigns: CampaignTable,
     tree: CategoryTree,
+    /// What the campaign and tree steps add to each pair.
     deltas: FastMap<PairTag, Contribution>,
+    /// What the product step adds, summed per seller (a pair may also be in `deltas`).
+    seller_deltas: Vec<(PairTag, Contribution)>,
+    /// The product step's scratch: the versions that leave (-1) or join (+1), by seller,
+    /// and one seller's sums per campaign handle with the handles touched.
+    versions: Vec<(Product, i64)>,
+    per_campaign: Vec<Contribution>,
+    touched: Vec<Handle>,
 }
 
 impl Matcher {
@@ -289,27 +305,53 @@ impl Matcher {
         }
     }
 
-    fn apply_products(&mut self, changes: LatestUpserts<ProductKey, Product>) {
-        for (key, new) in changes.into_latest() {
+    /// The product changes: each old version leaves the campaigns it met, each new one
+    /// joins those it meets. The versions are taken seller by seller, and a seller's sums
+    /// kept in an array indexed by campaign handle: a rebuild's chunk of 100,000 products
+    /// meets millions of (campaign, seller) pairs, and a hash map of them was the hot spot.
+    fn apply_products(&mut self, changes: &mut LatestUpserts<ProductKey, Product>) {
+        let versions = &mut self.versions;
+        for (key, new) in changes.drain_latest() {
             let old = self.products.upsert(key, new);
             if old == new {
                 continue;
             }
-            for (version, sign) in [(old, -1), (new, 1)] {
-                let Some(product) = version else { continue };
-                let deltas = &mut self.deltas;
-                self.campaigns.candidates(&product, |active| {
-                    if is_eligible(&product, NO_ANCESTORS, &active.residual) {
-                        add(deltas, active.tag, &product, sign);
+            versions.extend(old.map(|product| (product, -1)));
+            versions.extend(new.map(|product| (product, 1)));
+        }
+        versions.sort_unstable_by_key(|(product, _sign)| product.seller_id);
+        self.per_campaign.clear();
+        self.per_campaign.resize(self.campaigns.handles(), (0, 0));
+        for seller in versions.chunk_by(|a, b| a.0.seller_id == b.0.seller_id) {
+            for (product, sign) in seller {
+                let (per_campaign, touched) = (&mut self.per_campaign, &mut self.touched);
+                self.campaigns.candidates(product, |active| {
+                    if is_eligible(product, NO_ANCESTORS, &active.residual) {
+                        let sum = &mut per_campaign[active.handle as usize];
+                        if *sum == (0, 0) {
+                            touched.push(active.handle);
+                        }
+                        sum.0 += sign;
+                        sum.1 += sign * i64::from(product.stock);
                     }
                 });
             }
+            let seller_id = seller[0].0.seller_id;
+            for handle in self.touched.drain(..) {
+                let sum = std::mem::take(&mut self.per_campaign[handle as usize]);
+                if sum != (0, 0) {
+                    let tag = self.campaigns.active(handle).tag;
+                    self.seller_deltas.push(((tag, seller_id), sum));
+                }
+            }
         }
+        versions.clear();
     }
 
-    /// This time's non-zero deltas; the map keeps its allocation for the next time.
+    /// This time's non-zero deltas; the map and the list keep their allocations.
     fn drain_deltas(&mut self) -> impl Iterator<Item = (PairTag, Contribution)> + '_ {
-        self.deltas.drain().filter(|(_pair, delta)| *delta != (0, 0))
+        let keyed = self.deltas.drain().filter(|(_pair, delta)| *delta != (0, 0));
+        keyed.chain(self.seller_deltas.drain(..))
     }
 }
 

@@ -34,25 +34,38 @@ use crate::operators::upsert::Upsert;
 /// A pair's totals: (eligible products, eligible stock); (0, 0) for a pair that does not exist.
 pub type PairTotals = (isize, isize);
 
+/// At most this many pairs of a rebuild's snapshot leave in one activation: the snapshot
+/// is the whole state (millions of pairs), and what is given waits in the channel until
+/// the reconcile downstream runs, so it goes out in slices, one per step of the worker.
+const SNAPSHOT_SLICE: usize = if cfg!(test) { 64 } else { 1 << 18 };
+
 /// Builds the operator; `campaigns` must reach every worker whole (broadcast).
 pub fn pair_totals<'scope>(
     deltas: Stream<'scope, Time, Vec<(PairTag, Contribution)>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     quiet_until: Option<Time>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
+    let scope = deltas.scope();
     let by_pair = Exchange::new(|(pair, _delta): &(PairTag, Contribution)| pair_route(pair.0, pair.1));
     deltas.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
         campaigns,
         by_pair,
         Pipeline,
         "PairTotals",
-        move |capability, _info| {
-            let mut quiet = quiet_until.map(|time| capability.delayed(&time));
+        move |capability, info| {
+            let activator = scope.activator_for(info.address);
+            let mut quiet = quiet_until.map(|time| Snapshot::new(capability.delayed(&time)));
             let mut pending: BTreeMap<Time, (Capability<Time>, FastMap<PairTag, Contribution>)> = BTreeMap::new();
             let mut totals = Totals::default();
             move |(deltas_in, deltas_frontier), (campaigns_in, campaigns_frontier), output| {
                 deltas_in.for_each(|capability, data| {
                     let time = *capability.least().expect("a totally ordered stamp has a least time");
+                    if quiet_until.is_some_and(|quiet_until| time <= quiet_until) {
+                        // Nothing of a rebuild's times is emitted but their sum, and sums
+                        // commute: its deltas go straight into the totals, in any order.
+                        totals.add_all(data.drain(..));
+                        return;
+                    }
                     let (_, sums) = pending.entry(time).or_insert_with(|| {
                         let capability = capability.retain_least(0).expect("a least time");
                         (capability, FastMap::default())
@@ -69,30 +82,73 @@ pub fn pair_totals<'scope>(
                     }
                 });
                 let passed = |time: &Time| !deltas_frontier.less_equal(time) && !campaigns_frontier.less_equal(time);
+                if let Some(snapshot) = quiet.as_mut() {
+                    if !passed(snapshot.capability.time()) {
+                        return;
+                    }
+                    // The later times wait until every slice of the snapshot is out.
+                    let (slice, done) = snapshot.next_slice(&totals);
+                    output.session(&snapshot.capability).give_iterator(slice);
+                    if !done {
+                        activator.activate();
+                        return;
+                    }
+                    quiet = None;
+                }
                 while let Some(entry) = pending.first_entry() {
                     let time = *entry.key();
                     if !passed(&time) {
                         break;
                     }
                     let (capability, sums) = entry.remove();
-                    let loud = quiet_until.is_none_or(|quiet_until| time > quiet_until);
-                    if loud {
-                        if let Some(quiet) = quiet.take() {
-                            output.session(&quiet).give_iterator(totals.snapshot(*quiet.time()));
-                        }
-                        let changes = totals.changes(sums, time);
-                        output.session(&capability).give_iterator(changes.into_iter());
-                    } else {
-                        totals.apply(sums, |_, _, _| {});
-                    }
-                }
-                if quiet.as_ref().is_some_and(|quiet| passed(quiet.time())) {
-                    let quiet = quiet.take().expect("checked");
-                    output.session(&quiet).give_iterator(totals.snapshot(*quiet.time()));
+                    let changes = totals.changes(sums, time);
+                    output.session(&capability).give_iterator(changes.into_iter());
                 }
             }
         },
     )
+}
+
+/// A rebuild's totals at `quiet_until`, given as changes from nothing, a slice at a time.
+///
+/// The totals do not change while it is given (later times wait for it), so slice `i`
+/// is the pairs whose [`slice_of`] is `i` among `slices`, fixed when the first is given.
+struct Snapshot {
+    capability: Capability<Time>,
+    next: u64,
+    slices: u64,
+}
+
+impl Snapshot {
+    fn new(capability: Capability<Time>) -> Self {
+        Snapshot {
+            capability,
+            next: 0,
+            slices: 0,
+        }
+    }
+
+    /// The next slice, and whether it is the last.
+    fn next_slice<'a>(&mut self, totals: &'a Totals) -> (impl Iterator<Item = PairChange> + 'a, bool) {
+        if self.next == 0 {
+            self.slices = (totals.totals.len() / SNAPSHOT_SLICE) as u64 + 1;
+        }
+        let (slice, slices, time) = (self.next, self.slices, *self.capability.time());
+        self.next += 1;
+        let changes = totals
+            .totals
+            .iter()
+            .filter(move |(pair, _)| slices == 1 || slice_of(**pair, slices) == slice)
+            .map(move |(pair, figures)| totals.snapshot_change(*pair, *figures, time));
+        (changes, self.next == slices)
+    }
+}
+
+/// Which of `slices` slices of a snapshot a pair belongs to (a multiplicative hash: the
+/// pairs of one worker already share their `pair_route` residue).
+fn slice_of((tag, seller): PairTag, slices: u64) -> u64 {
+    let mixed = (tag ^ seller.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) % slices
 }
 
 /// The totals of the pairs this worker owns, and the campaign ids their tags stand for.
@@ -145,14 +201,27 @@ impl Totals {
             .collect()
     }
 
-    /// Every pair's totals, as changes from nothing at `time`.
-    fn snapshot(&self, time: Time) -> impl Iterator<Item = PairChange> + '_ {
-        self.totals.iter().map(move |(pair, totals)| PairChange {
+    /// Adds deltas of times nothing is emitted for, in any order: a pair is kept while
+    /// its sums are not both zero (a retraction may come before its addition).
+    fn add_all(&mut self, deltas: impl Iterator<Item = (PairTag, Contribution)>) {
+        for (pair, (products, stock)) in deltas {
+            let sum = self.totals.entry(pair).or_default();
+            sum.0 += products as isize;
+            sum.1 += stock as isize;
+            if *sum == (0, 0) {
+                self.totals.remove(&pair);
+            }
+        }
+    }
+
+    /// A pair's totals as a change from nothing at `time`.
+    fn snapshot_change(&self, pair: PairTag, totals: PairTotals, time: Time) -> PairChange {
+        PairChange {
             time,
-            pair: self.pair_key(*pair),
-            figures: figures(*totals),
+            pair: self.pair_key(pair),
+            figures: figures(totals),
             previous: None,
-        })
+        }
     }
 }
 
@@ -162,4 +231,108 @@ fn figures((products, stock): PairTotals) -> Option<PairFigures> {
         eligible_products: products as u64,
         eligible_stock: stock as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{mpsc, Arc, Mutex};
+
+    use timely::dataflow::operators::capture::{Capture, Extract};
+    use timely::dataflow::operators::{Concatenate, Input};
+
+    use super::*;
+
+    /// Deltas at quiet times 0..=2 (a retraction sent before its addition among them) and a
+    /// loud time 3, for 1,000 pairs: sixteen slices of 64 at the snapshot.
+    fn run(workers: usize) -> Vec<(Time, PairChange)> {
+        let (send, recv) = mpsc::channel();
+        let send = Arc::new(Mutex::new(send));
+        timely::execute(timely::Config::process(workers), move |worker| {
+            let send = send.lock().expect("poisoned").clone();
+            let (mut early, mut deltas, mut campaigns) = worker.dataflow::<Time, _, _>(|scope| {
+                // Two delta inputs, so that a later time's retraction can arrive first.
+                let (early_in, early) = scope.new_input::<Vec<(PairTag, Contribution)>>();
+                let (deltas_in, deltas) = scope.new_input::<Vec<(PairTag, Contribution)>>();
+                let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
+                let deltas = scope.concatenate([early, deltas]);
+                pair_totals(deltas, campaigns, Some(2)).capture_into(send);
+                (early_in, deltas_in, campaigns_in)
+            });
+            let tag = tag_of("c");
+            // Campaigns reach every worker (broadcast in the dataflow).
+            campaigns.send(Upsert {
+                key: "c".to_owned(),
+                seq: 0,
+                value: Some(Campaign::unrestricted()),
+            });
+            if worker.index() == 0 {
+                early.advance_to(1);
+                early.send(((tag, 0), (-1, 0)));
+                early.flush();
+                worker.step();
+                for seller in 0..1_000u64 {
+                    deltas.send(((tag, seller), (1, seller as i64)));
+                }
+            }
+            early.advance_to(3);
+            deltas.advance_to(3);
+            campaigns.advance_to(3);
+            if worker.index() == 0 {
+                deltas.send(((tag, 5), (1, 1)));
+            }
+        })
+        .expect("timely runs");
+        let mut changes: Vec<(Time, PairChange)> = recv
+            .extract()
+            .into_iter()
+            .flat_map(|(time, data)| data.into_iter().map(move |change| (time, change)))
+            .collect();
+        changes.sort();
+        changes
+    }
+
+    #[test]
+    fn a_snapshot_in_slices_holds_every_pair_once_with_its_quiet_sum() {
+        for workers in [1, 2] {
+            let changes = run(workers);
+            let at_snapshot: BTreeMap<u64, Option<PairFigures>> = changes
+                .iter()
+                .filter(|(time, _)| *time == 2)
+                .map(|(_, change)| (change.pair.seller_id, change.figures))
+                .collect();
+            assert_eq!(
+                changes.iter().filter(|(time, _)| *time == 2).count(),
+                at_snapshot.len(),
+                "each pair once"
+            );
+            // Seller 0's addition (time 0) and retraction (time 1) cancel, whatever their
+            // order; every other pair is its one addition.
+            let expected: BTreeMap<u64, Option<PairFigures>> = (1..1_000u64)
+                .map(|seller| {
+                    let figures = PairFigures {
+                        eligible_products: 1,
+                        eligible_stock: seller,
+                    };
+                    (seller, Some(figures))
+                })
+                .collect();
+            assert_eq!(at_snapshot, expected, "{workers} workers");
+            assert!(changes
+                .iter()
+                .all(|(_, change)| change.previous.is_none() || change.time == 3));
+            let loud: Vec<_> = changes.iter().filter(|(time, _)| *time == 3).collect();
+            assert_eq!(loud.len(), 1);
+            assert_eq!(loud[0].1.previous.map(|f| f.eligible_stock), Some(5));
+        }
+    }
+
+    #[test]
+    fn slices_split_a_worker_s_pairs_evenly() {
+        let mut counts = [0usize; 8];
+        for seller in 0..80_000u64 {
+            counts[slice_of((tag_of("c"), seller), 8) as usize] += 1;
+        }
+        assert!(counts.iter().all(|count| (9_000..11_000).contains(count)), "{counts:?}");
+    }
 }

@@ -21,6 +21,8 @@ pub type Handle = u32;
 /// An active campaign as products meet it.
 pub struct ActiveCampaign {
     pub tag: Tag,
+    /// Its place in the table: a dense index for per-campaign sums.
+    pub handle: Handle,
     /// The criteria left to check once a product meets the campaign under its key.
     pub residual: Campaign,
     /// The categories it is indexed under; empty when it is indexed otherwise.
@@ -148,6 +150,11 @@ impl CampaignTable {
             .flat_map(|keyed| keyed.handles.iter().copied())
     }
 
+    /// One more than the greatest handle in use: the length of a per-campaign array.
+    pub fn handles(&self) -> usize {
+        self.slots.len()
+    }
+
     /// The active campaign under `handle`, from [`CampaignTable::naming`].
     pub fn active(&self, handle: Handle) -> &ActiveCampaign {
         self.slots[handle as usize]
@@ -177,6 +184,7 @@ impl CampaignTable {
         }
         self.slots[handle as usize] = Some(ActiveCampaign {
             tag,
+            handle,
             residual,
             categories,
             keys,
