@@ -176,9 +176,13 @@ listen = "127.0.0.1:{port}"
     job_started = time.time()
     job = subprocess.Popen([BINARY, "run", "--config", config, "--workers", str(workers), "--progress-secs", "0"],
                            stdout=subprocess.DEVNULL, stderr=log)
-    producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 0, "acks": "all"})
+    # Keys placed as `eligibility produce` and the Java clients place them (murmur2), not
+    # with librdkafka's default (consistent_random, a CRC32): else an update could land on
+    # another partition than its key's earlier records (docs/kafka.md).
+    placed = {"bootstrap.servers": args.brokers, "partitioner": "murmur2_random"}
+    producer = Producer({**placed, "linger.ms": 0, "acks": "all"})
     # The flood as a burst: batched sends, so it lands faster than the job reads it.
-    bulk_producer = Producer({"bootstrap.servers": args.brokers, "linger.ms": 20, "acks": 1,
+    bulk_producer = Producer({**placed, "linger.ms": 20, "acks": 1,
                               "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     try:
         wait("the metrics endpoint answers", lambda: metrics(port) is not None)
@@ -242,6 +246,11 @@ listen = "127.0.0.1:{port}"
             latencies.append((time.time() - sent) * 1000)
             time.sleep(args.quiet_gap)
         latencies.sort()
+        # Every record on its key's partition, or the job measured is not the job of a
+        # consistent producer (docs/kafka.md, "When producers disagree").
+        misplaced = metrics(port).get("eligibility_records_misplaced_total", 0)
+        if misplaced:
+            sys.exit(f"{name}: {misplaced:.0f} records on another partition than murmur2 gives their key")
         return {
             "variant": name,
             "load_seconds": loaded,
@@ -265,6 +274,7 @@ listen = "127.0.0.1:{port}"
         job.wait()
         requests.delete(f"{es}/{index}", timeout=30)
         requests.delete(f"{es}/{index}-progress", timeout=30)
+        requests.delete(f"{es}/{index}-refused", timeout=30)
 
 
 def main():

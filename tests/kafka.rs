@@ -558,3 +558,106 @@ fn a_record_arriving_wakes_a_sleeping_worker() {
         "woken {woken:?} after the park began; the record was sent after 300 ms"
     );
 }
+
+/// The sum of `eligibility_records_misplaced_total` over the partitions of `/metrics`.
+fn records_misplaced(port: u16) -> Option<u64> {
+    let (_, metrics) = http_get(port, "/metrics")?;
+    let series: Vec<u64> = metrics
+        .lines()
+        .filter(|line| line.starts_with("eligibility_records_misplaced_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!series.is_empty()).then(|| series.iter().sum())
+}
+
+#[test]
+fn records_a_producer_placed_elsewhere_than_murmur2_are_counted() {
+    let _serial = serial();
+    let case = KafkaCase::new("misplaced", false);
+    let port = free_port();
+    case.write_sinks_config(
+        &case.config,
+        SinkSetup {
+            jsonl: Some("changes.jsonl"),
+            metrics_port: Some(port),
+            ..SinkSetup::default()
+        },
+    );
+    let product =
+        |stock: u64| format!(r#"{{"seller_id": 1, "category_id": 1, "brand_id": 1, "price": 1, "stock": {stock}}}"#);
+    let keys: Vec<String> = (1..=40).map(|n| format!("p-{n}")).collect();
+    let mut lines = vec![r#"{"topic": "campaigns", "key": "c-1", "value": {}}"#.to_owned()];
+    lines.extend(
+        keys.iter()
+            .map(|key| format!(r#"{{"topic": "products", "key": "{key}", "value": {}}}"#, product(5))),
+    );
+    // `eligibility produce` places keys with murmur2, as the Java clients do.
+    case.produce(&lines, 4);
+    // A producer on librdkafka's default partitioner sends an update of every key.
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("partitioner", "consistent_random")
+        .create()
+        .unwrap();
+    for key in &keys {
+        let value = product(7);
+        producer
+            .send(BaseRecord::to(&case.products_topic).key(key).payload(&value))
+            .unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+
+    // Where each record landed: the murmur2 copy (stock 5) gives the key's partition.
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .set("group.id", "misplaced-test")
+        .create()
+        .unwrap();
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..4 {
+        assignment
+            .add_partition_offset(&case.products_topic, partition, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let mut placed: Vec<(String, bool, i32)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while placed.len() < 2 * keys.len() {
+        assert!(
+            Instant::now() < deadline,
+            "read {} records of {}",
+            placed.len(),
+            2 * keys.len()
+        );
+        if let Some(message) = consumer.poll(Duration::from_millis(200)) {
+            let message = message.unwrap();
+            let key = String::from_utf8(message.key().unwrap().to_vec()).unwrap();
+            let value: serde_json::Value = serde_json::from_slice(message.payload().unwrap()).unwrap();
+            let murmur2 = value["stock"] == 5;
+            placed.push((key, murmur2, message.partition()));
+        }
+    }
+    let home = |key: &str| {
+        placed
+            .iter()
+            .find(|(k, murmur2, _)| k == key && *murmur2)
+            .map(|(_, _, partition)| *partition)
+            .unwrap()
+    };
+    let elsewhere = placed
+        .iter()
+        .filter(|(key, murmur2, partition)| !murmur2 && *partition != home(key))
+        .count() as u64;
+    assert!(
+        elsewhere > 0,
+        "consistent_random puts some of 40 keys on another of 4 partitions"
+    );
+
+    let _job = case.spawn(&case.config, &["--workers", "2"]);
+    wait_until("the misplaced records are counted", Duration::from_secs(60), || {
+        records_misplaced(port) == Some(elsewhere)
+    });
+    // Only those: the job's murmur2 places every `eligibility produce` record at home.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(records_misplaced(port), Some(elsewhere));
+}

@@ -49,6 +49,8 @@ pub struct Metrics {
     /// Records read (rejected ones included).
     pub records_read: Counter,
     pub records_consumed: Family<PartitionLabels, Counter>,
+    /// Records on another partition than murmur2 gives their key (`source/kafka/placement.rs`).
+    pub records_misplaced: Family<PartitionLabels, Counter>,
     pub consumer_lag: Family<PartitionLabels, Gauge>,
     pub records_unacknowledged: Family<PartitionLabels, Gauge>,
     pub oldest_unacknowledged_seconds: Family<PartitionLabels, Gauge<f64, AtomicU64>>,
@@ -134,6 +136,7 @@ impl Metrics {
             health: Health::default(),
             records_read: Counter::default(),
             records_consumed: Family::default(),
+            records_misplaced: Family::default(),
             consumer_lag: Family::default(),
             records_unacknowledged: Family::default(),
             oldest_unacknowledged_seconds: Family::default(),
@@ -175,6 +178,11 @@ impl Metrics {
             "records_consumed",
             "Kafka records consumed, per topic and partition",
             metrics.records_consumed.clone(),
+        );
+        registry.register(
+            "records_misplaced",
+            "Kafka records on another partition than the Java clients' murmur2 gives their key: a producer places keys otherwise, so a key may live in two partitions",
+            metrics.records_misplaced.clone(),
         );
         registry.register(
             "consumer_lag",

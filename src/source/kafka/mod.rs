@@ -24,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod context;
 pub mod lag;
+pub mod placement;
 pub mod siblings;
 pub mod start;
 pub mod topics;
@@ -51,6 +52,7 @@ use self::config::{BatchingConfig, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
+use self::placement::Placement;
 use self::siblings::SiblingBatches;
 use self::start::{PartitionStart, StartPlan};
 use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus, IDLE_POLL};
@@ -131,7 +133,16 @@ impl SourceFactory for KafkaSourceFactory {
                 .clone();
             let topic_name = CString::new(start.id.topic.as_str())
                 .map_err(|_| SourceError::Config(format!("topic name {:?} holds a NUL byte", start.id.topic)))?;
+            let placement = Placement::new(
+                start.id.partition,
+                all.iter().filter(|id| id.topic == start.id.topic).count() as i32,
+                self.metrics
+                    .records_misplaced
+                    .get_or_create(&Metrics::partition(&start.id.topic, start.id.partition))
+                    .clone(),
+            );
             partitions.push(OwnedPartition {
+                placement,
                 topic_name,
                 consumed,
                 backlog: PartitionBacklog::new(start.rebuild_until.max(0)),
@@ -221,6 +232,8 @@ struct OwnedPartition {
     consumed: Counter,
     /// What it has read that the sinks have not yet acknowledged.
     backlog: PartitionBacklog,
+    /// Counts records murmur2 would have put on another partition.
+    placement: Placement,
 }
 
 pub struct KafkaSource {
@@ -297,6 +310,7 @@ impl KafkaSource {
             }
         };
         let partition = &mut self.partitions[index];
+        partition.placement.check(key);
         partition.next_offset = offset + 1;
         partition.position.store(partition.next_offset, Ordering::Relaxed);
         partition.consumed.inc();
