@@ -6,6 +6,8 @@ use std::path::Path;
 use anyhow::{bail, Context};
 use dataflows::model::{PairChange, PairFigures, PairKey, Time};
 use dataflows::reference::PairState;
+
+use crate::sink::contract::HeldPairs;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -78,10 +80,10 @@ fn apply(state: &mut PairState, pair: PairKey, figures: Option<PairFigures>) {
 /// previous run did not finish) and returns the pairs the log holds. A missing log holds
 /// nothing. The log is folded as it is read: a log of millions of pairs is never in memory
 /// whole, as bytes or as changes (that once tripled a restart's peak memory).
-pub fn recover(path: &Path) -> anyhow::Result<PairState> {
+pub fn recover(path: &Path) -> anyhow::Result<HeldPairs> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(PairState::new()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HeldPairs::new()),
         Err(error) => return Err(error).with_context(|| format!("cannot open {}", path.display())),
     };
     let length = file.metadata()?.len();
@@ -93,7 +95,7 @@ pub fn recover(path: &Path) -> anyhow::Result<PairState> {
         writable.sync_all()?;
     }
     file.seek(SeekFrom::Start(0))?;
-    let mut state = PairState::new();
+    let mut state = HeldPairs::new();
     let reader = std::io::BufReader::with_capacity(1 << 20, file.take(complete));
     for line in reader.split(b'\n') {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
@@ -102,7 +104,10 @@ pub fn recover(path: &Path) -> anyhow::Result<PairState> {
         }
         let text = std::str::from_utf8(&line).with_context(|| format!("{} is not UTF-8", path.display()))?;
         let change = parse_change(text)?;
-        apply(&mut state, change.pair, change.figures);
+        match change.figures {
+            Some(figures) => state.push((change.pair, figures)),
+            None => state.remove(&change.pair),
+        }
     }
     Ok(state)
 }
@@ -148,14 +153,13 @@ mod tests {
         .unwrap();
         let state = recover(&path).unwrap();
         assert_eq!(state.len(), 1);
-        assert_eq!(
-            state[&PairKey {
+        let held = state
+            .get(&PairKey {
                 campaign_id: "c".into(),
-                seller_id: 1
-            }]
-                .eligible_stock,
-            3
-        );
+                seller_id: 1,
+            })
+            .expect("held");
+        assert_eq!(held.eligible_stock, 3);
         assert!(std::fs::read_to_string(&path).unwrap().ends_with("\"time\":1}\n"));
         assert!(recover(&dir.path().join("missing.jsonl")).unwrap().is_empty());
     }

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use dataflows::model::PairFigures;
 
 use crate::change_log;
 use crate::cluster::ClusterOptions;
@@ -198,21 +197,18 @@ fn progress_store(
 
 /// `earliest` writes every pair again: forgetting the held figures makes each differ,
 /// while held pairs that no longer exist are still deleted.
-fn forgotten(held: HeldPairs) -> HeldPairs {
-    let nothing = PairFigures {
-        eligible_products: 0,
-        eligible_stock: 0,
-    };
-    held.into_iter().map(|(pair, _)| (pair, nothing)).collect()
+fn forgotten(mut held: HeldPairs) -> HeldPairs {
+    held.forget_figures();
+    held
 }
 
 /// The JSONL change log of a Kafka run: appended to, reconciled with what it holds.
 fn jsonl_output(config: &JobConfig, metrics: &Arc<Metrics>, first_process: bool) -> anyhow::Result<ChangeOutput> {
     let jsonl = config.sinks.jsonl.as_ref().context("no change sink is configured")?;
     if !first_process {
-        return Ok(ChangeOutput::on_first_worker("jsonl", None, Vec::new()));
+        return Ok(ChangeOutput::on_first_worker("jsonl", None, HeldPairs::new()));
     }
-    let held: HeldPairs = change_log::recover(&jsonl.path)?.into_iter().collect();
+    let held = change_log::recover(&jsonl.path)?;
     tracing::info!(pairs = held.len(), path = %jsonl.path.display(), "the change log holds these pairs");
     metrics
         .pairs_live

@@ -236,6 +236,7 @@ fn run_reconciled(
     rebuild: Vec<Vec<Event>>,
     live: Vec<Vec<Event>>,
 ) -> Vec<PairChange> {
+    use dataflows::operators::reconcile::Held;
     use dataflows::operators::reconcile_with_held;
     const LIVE_FROM: u64 = 10;
     let (send, recv) = mpsc::channel();
@@ -259,12 +260,13 @@ fn run_reconciled(
             let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
             let (held_in, held) = scope.new_input();
             let changes = render_eligibility(products, campaigns, categories, quiet.then_some(LIVE_FROM));
-            reconcile_with_held(changes, held, LIVE_FROM, |_| 0).capture_into(send);
+            // Routed by pair: a held pair deleted on another worker than 0 needs its name there.
+            reconcile_with_held(changes, held, LIVE_FROM, dataflows::hashing::pair_route).capture_into(send);
             (inputs, held_in)
         });
         if worker.index() == 0 {
-            for pair in held.iter() {
-                held_in.send(pair.clone());
+            for item in held.iter().cloned().collect::<Held>().into_items() {
+                held_in.send(item);
             }
         }
         let mut held_in = Some(held_in);

@@ -11,11 +11,11 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dataflows::model::{Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
-use dataflows::operators::reconcile::HeldPair;
+use dataflows::hashing::pair_route;
+use dataflows::model::{tag_of, Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
+use dataflows::operators::reconcile::HeldItem;
 use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
 use dataflows::render_eligibility;
-use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::empty;
@@ -192,7 +192,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         change_sinks.push((output.open)(index)?);
         held_pairs.push(match index {
             0 => output.held.lock().expect("poisoned").take().unwrap_or_default(),
-            _ => Vec::new(),
+            _ => Default::default(),
         });
     }
     let dead_letter_sink = (job.dead_letters)(index)?;
@@ -222,16 +222,20 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {
-            let (held_in, held) = scope.new_input::<Vec<HeldPair>>();
+            let (held_in, held) = scope.new_input::<Vec<HeldItem>>();
             held_inputs.push(held_in);
             let route = output.route;
-            let route = move |pair: &PairKey| match route {
+            // By (campaign tag, seller), so that a held pair finds its worker without its
+            // campaign's id.
+            let route = move |tag, seller| match route {
                 Route::FirstWorker => 0,
-                Route::ByPair => pair.hashed(),
+                Route::ByPair => pair_route(tag, seller),
             };
             let changes = match live_from {
                 Some(live_from) => reconcile_with_held(changes.clone(), held, live_from, route),
-                None => changes.clone().pair_changes(route),
+                None => changes
+                    .clone()
+                    .pair_changes(move |pair: &PairKey| route(tag_of(&pair.campaign_id), pair.seller_id)),
             };
             // What the sink refuses for good comes out as dead letters.
             outputs.push(changes.sink_into(Pipeline, &output.name, sink, errors.clone()));
@@ -277,9 +281,9 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         (inputs, held_inputs)
     });
     // One held input per change output: what its sink holds, fed in by worker 0 at time 0.
-    for (mut held_in, pairs) in held_inputs.into_iter().zip(held_pairs) {
-        for (sent, pair) in pairs.into_iter().enumerate() {
-            held_in.send(pair);
+    for (mut held_in, held) in held_inputs.into_iter().zip(held_pairs) {
+        for (sent, item) in held.into_items().enumerate() {
+            held_in.send(item);
             // Steps now and then, so the held pairs move into the reconcile's map as they
             // go instead of queueing up in the channels beside it (millions of pairs).
             if sent % 65_536 == 65_535 {

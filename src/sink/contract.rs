@@ -8,7 +8,7 @@
 
 use std::sync::Mutex;
 
-use dataflows::model::{PairChange, PairFigures, PairKey, Time};
+use dataflows::model::{PairChange, Time};
 
 use super::auth::AuthError;
 use super::tls::TlsError;
@@ -77,8 +77,9 @@ pub enum Route {
     ByPair,
 }
 
-/// The pairs a sink holds: what a resumed run reconciles with.
-pub type HeldPairs = Vec<(PairKey, PairFigures)>;
+/// The pairs a sink holds: what a resumed run reconciles with (32 bytes a pair, each
+/// campaign's id once).
+pub type HeldPairs = dataflows::operators::reconcile::Held;
 
 /// Opens the sink of a worker, or `None` on a worker without one.
 pub type OpenSink<R> = Box<dyn Fn(usize) -> Result<Option<Box<dyn Sink<R>>>, SinkError> + Send + Sync>;

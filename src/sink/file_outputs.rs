@@ -20,7 +20,7 @@ pub fn jsonl_files(
 ) -> Result<(ChangeOutput, OpenSink<DeadLetter>), SinkError> {
     if process != 0 {
         return Ok((
-            ChangeOutput::on_first_worker("jsonl", None, Vec::new()),
+            ChangeOutput::on_first_worker("jsonl", None, Default::default()),
             on_first_worker(None),
         ));
     }
@@ -30,7 +30,7 @@ pub fn jsonl_files(
         ChangeOutput::on_first_worker(
             "jsonl",
             Some(Box::new(JsonlChangeSink::new(changes, metrics.clone()))),
-            Vec::new(),
+            Default::default(),
         ),
         on_first_worker(Some(Box::new(JsonlDeadLetterSink::new(letters, metrics.clone())))),
     ))

@@ -127,7 +127,7 @@ pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<Pair
         changes: vec![ChangeOutput::on_first_worker(
             "memory",
             Some(Box::new(changes_sink)),
-            Vec::new(),
+            Default::default(),
         )],
         dead_letters: on_first_worker(Some(Box::new(letters_sink))),
         metrics: Arc::new(Metrics::new()),

@@ -18,45 +18,144 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::Exchange;
-use timely::dataflow::operators::Operator;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::vec::{Broadcast, Filter};
+use timely::dataflow::operators::{Concat, Exchange as _, Operator};
 use timely::dataflow::Stream;
 
 use crate::hashing::FastMap;
-use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, Tag, Time};
+use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, SellerId, Tag, Time};
 use crate::operators::eligible_pairs::PairTag;
 
-/// A pair as a sink holds it.
-pub type HeldPair = (PairKey, PairFigures);
+/// What a sink holds, as the reconcile takes it in: each campaign's id once, and every
+/// pair under its campaign's tag, 32 bytes, not a string apiece (millions of pairs).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum HeldItem {
+    /// The id a tag stands for; reaches every worker.
+    Name(Tag, CampaignId),
+    /// A pair and its figures; reaches the worker that writes the pair.
+    Pair(PairTag, PairFigures),
+}
 
-/// Routes each pair's changes to the worker `route` picks (as `pair_changes` does) and
-/// starts them from `held`, the pairs the sinks hold, whose records must carry times below
+/// The pairs a sink holds, gathered at start-up: keyed by (campaign tag, seller), with
+/// each campaign's id kept once. A pair given twice keeps its last figures.
+#[derive(Clone, Debug, Default)]
+pub struct Held {
+    pairs: FastMap<PairTag, PairFigures>,
+    names: FastMap<Tag, CampaignId>,
+}
+
+impl Held {
+    pub fn new() -> Self {
+        Held::default()
+    }
+
+    /// Holds `pair` with `figures`.
+    pub fn push(&mut self, (pair, figures): (PairKey, PairFigures)) {
+        let tag = tag_of(&pair.campaign_id);
+        self.pairs.insert((tag, pair.seller_id), figures);
+        self.names.entry(tag).or_insert(pair.campaign_id);
+    }
+
+    /// No longer holds `pair` (a delete read back from a log).
+    pub fn remove(&mut self, pair: &PairKey) {
+        self.pairs.remove(&(tag_of(&pair.campaign_id), pair.seller_id));
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// The figures held for `pair`.
+    pub fn get(&self, pair: &PairKey) -> Option<PairFigures> {
+        self.pairs.get(&(tag_of(&pair.campaign_id), pair.seller_id)).copied()
+    }
+
+    /// Every pair keeps its place with figures no rebuilt pair has: each is then written
+    /// again (`--from earliest`), and those no longer rebuilt are still deleted.
+    pub fn forget_figures(&mut self) {
+        let nothing = PairFigures {
+            eligible_products: 0,
+            eligible_stock: 0,
+        };
+        self.pairs.values_mut().for_each(|figures| *figures = nothing);
+    }
+
+    /// Every pair with its campaign's id (for tests and tools; allocates an id per pair).
+    pub fn pairs(&self) -> impl Iterator<Item = (PairKey, PairFigures)> + '_ {
+        self.pairs.iter().map(|((tag, seller_id), figures)| {
+            let pair = PairKey {
+                seller_id: *seller_id,
+                campaign_id: self.names[tag].clone(),
+            };
+            (pair, *figures)
+        })
+    }
+
+    /// What the reconcile takes in: the names first, then the pairs.
+    pub fn into_items(self) -> impl Iterator<Item = HeldItem> {
+        let names = self.names.into_iter().map(|(tag, name)| HeldItem::Name(tag, name));
+        names.chain(
+            self.pairs
+                .into_iter()
+                .map(|(pair, figures)| HeldItem::Pair(pair, figures)),
+        )
+    }
+}
+
+impl FromIterator<(PairKey, PairFigures)> for Held {
+    fn from_iter<I: IntoIterator<Item = (PairKey, PairFigures)>>(pairs: I) -> Self {
+        let mut held = Held::new();
+        pairs.into_iter().for_each(|pair| held.push(pair));
+        held
+    }
+}
+
+/// Routes each pair's changes to the worker `route` picks from its (campaign tag, seller)
+/// and starts them from `held`, what the sinks hold, whose records must carry times below
 /// `live_from`. Closing `held` once fed lets a quiet rebuild be checked as it arrives.
 pub fn reconcile_with_held<'scope, F>(
     changes: Stream<'scope, Time, Vec<PairChange>>,
-    held: Stream<'scope, Time, Vec<HeldPair>>,
+    held: Stream<'scope, Time, Vec<HeldItem>>,
     live_from: Time,
     route: F,
 ) -> Stream<'scope, Time, Vec<PairChange>>
 where
-    F: Fn(&PairKey) -> u64 + Clone + 'static,
+    F: Fn(Tag, SellerId) -> u64 + Clone + 'static,
 {
     let held_route = route.clone();
-    let changes_pact = Exchange::new(move |change: &PairChange| route(&change.pair));
-    let held_pact = Exchange::new(move |(pair, _figures): &HeldPair| held_route(pair));
+    let changes_pact =
+        Exchange::new(move |change: &PairChange| route(tag_of(&change.pair.campaign_id), change.pair.seller_id));
+    // Names go to every worker, pairs to the one that writes them.
+    let names = held
+        .clone()
+        .filter(|item| matches!(item, HeldItem::Name(..)))
+        .broadcast();
+    let pairs = held
+        .filter(|item| matches!(item, HeldItem::Pair(..)))
+        .exchange(move |item| match item {
+            HeldItem::Pair((tag, seller), _) => held_route(*tag, *seller),
+            HeldItem::Name(..) => 0,
+        });
+    let held = names.concat(pairs);
     changes.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
         held,
         changes_pact,
-        held_pact,
+        Pipeline,
         "ReconcileWithHeld",
         move |capability, _info| {
             let mut live = Some(capability.delayed(&live_from));
             let mut rebuild = Rebuild::default();
             move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
                 held_in.for_each(|_capability, data| {
-                    for (pair, figures) in data.drain(..) {
-                        rebuild.hold(pair, figures);
+                    for item in data.drain(..) {
+                        rebuild.hold(item);
                     }
                 });
                 changes_in.for_each(|capability, data| {
@@ -111,10 +210,15 @@ struct Rebuild {
 }
 
 impl Rebuild {
-    fn hold(&mut self, pair: PairKey, figures: PairFigures) {
-        let tag = tag_of(&pair.campaign_id);
-        self.held.insert((tag, pair.seller_id), figures);
-        self.names.entry(tag).or_insert(pair.campaign_id);
+    fn hold(&mut self, item: HeldItem) {
+        match item {
+            HeldItem::Name(tag, name) => {
+                self.names.entry(tag).or_insert(name);
+            }
+            HeldItem::Pair(pair, figures) => {
+                self.held.insert(pair, figures);
+            }
+        }
     }
 
     /// Folds the completed times in time order: a pair's last change wins.

@@ -23,7 +23,7 @@ struct Row {
 
 pub async fn held_pairs(client: &QueryClient, keyspace: &str, scan_consistency: &str) -> anyhow::Result<HeldPairs> {
     let statement = statements::held_page(keyspace);
-    let mut held = Vec::new();
+    let mut held = HeldPairs::new();
     let mut after = String::new();
     loop {
         let answer = client

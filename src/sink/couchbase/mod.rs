@@ -59,7 +59,7 @@ pub fn output(
         tracing::info!(pairs = held.len(), %keyspace, "the collection holds these pairs");
         held
     } else {
-        Vec::new()
+        HeldPairs::new()
     };
     let service = CouchbaseService { client, keyspace };
     Ok(bulk_output(NAME, service, held, config.bulk(), metrics, runtime))

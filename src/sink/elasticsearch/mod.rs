@@ -68,7 +68,7 @@ pub fn output(
         tracing::info!(pairs = held.len(), index = %config.index, "the index holds these pairs");
         (held, max_version)
     } else {
-        (Vec::new(), 0)
+        (HeldPairs::new(), 0)
     };
     let service = ElasticsearchService {
         client,
