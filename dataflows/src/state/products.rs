@@ -14,7 +14,7 @@ type Slot = u32;
 #[derive(Default)]
 pub struct ProductTable {
     slots: FastMap<ProductKey, Slot>,
-    products: Vec<Option<Product>>,
+    products: Slab,
     free: Vec<Slot>,
     by_key: FastMap<PredicateKey, FastSet<Slot>>,
 }
@@ -34,7 +34,7 @@ impl ProductTable {
                 slot
             }
         };
-        let old = std::mem::replace(&mut self.products[slot as usize], new);
+        let old = std::mem::replace(self.products.get_mut(slot), new);
         if old == new {
             return old;
         }
@@ -70,7 +70,7 @@ impl ProductTable {
             .get(&key)
             .into_iter()
             .flatten()
-            .filter_map(|slot| self.products[*slot as usize].as_ref())
+            .filter_map(|slot| self.products.get(*slot).as_ref())
     }
 
     /// Whether some product is indexed under `key`.
@@ -81,6 +81,49 @@ impl ProductTable {
     /// Every product of the share.
     pub fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
         self.products.iter().flatten()
+    }
+}
+
+/// Slots in chunks of fixed size: growing never copies the slab or holds it twice (a
+/// doubling vector of 10M products would reserve room for 16.7M and copy 8M on its way).
+#[derive(Default)]
+struct Slab {
+    chunks: Vec<Vec<Option<Product>>>,
+}
+
+/// Slots per chunk: 3 MB of products.
+const CHUNK: usize = 1 << 16;
+
+impl Slab {
+    fn len(&self) -> usize {
+        self.chunks
+            .last()
+            .map_or(0, |last| (self.chunks.len() - 1) * CHUNK + last.len())
+    }
+
+    fn push(&mut self, product: Option<Product>) {
+        match self.chunks.last_mut() {
+            Some(last) if last.len() < CHUNK => last.push(product),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(product);
+                self.chunks.push(chunk);
+            }
+        }
+    }
+
+    fn get(&self, slot: Slot) -> &Option<Product> {
+        let slot = slot as usize;
+        &self.chunks[slot / CHUNK][slot % CHUNK]
+    }
+
+    fn get_mut(&mut self, slot: Slot) -> &mut Option<Product> {
+        let slot = slot as usize;
+        &mut self.chunks[slot / CHUNK][slot % CHUNK]
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Option<Product>> + '_ {
+        self.chunks.iter().flatten()
     }
 }
 
@@ -131,10 +174,38 @@ mod tests {
         );
         assert_eq!(stocks(&table, PredicateKey::Brand(7)), vec![20]);
         assert_eq!(table.slots.len(), 1);
-        assert_eq!(table.products[table.slots[&b] as usize], Some(product(2, 7, 20)));
+        assert_eq!(*table.products.get(table.slots[&b]), Some(product(2, 7, 20)));
         // The freed slot is reused.
         table.upsert(a, Some(product(3, 8, 1)));
         assert_eq!(table.products.len(), 2);
         assert_eq!(table.iter().count(), 2);
+    }
+}
+
+#[cfg(test)]
+mod slab_tests {
+    use super::*;
+
+    #[test]
+    fn the_slab_addresses_slots_across_chunks() {
+        let mut slab = Slab::default();
+        let product = |stock| Product {
+            seller_id: 1,
+            category_id: 2,
+            brand_id: 3,
+            price_minor: 4,
+            stock,
+        };
+        for stock in 0..(2 * CHUNK as u32 + 5) {
+            slab.push(Some(product(stock)));
+        }
+        assert_eq!(slab.len(), 2 * CHUNK + 5);
+        assert_eq!(slab.chunks.len(), 3);
+        assert!(slab.chunks.iter().all(|chunk| chunk.capacity() == CHUNK));
+        *slab.get_mut(CHUNK as Slot) = None;
+        assert_eq!(*slab.get(CHUNK as Slot + 1), Some(product(CHUNK as u32 + 1)));
+        assert_eq!(slab.iter().flatten().count(), 2 * CHUNK + 4);
+        let stocks: Vec<u32> = slab.iter().flatten().map(|p| p.stock).take(3).collect();
+        assert_eq!(stocks, vec![0, 1, 2]);
     }
 }
