@@ -22,6 +22,22 @@ impl Topics {
             (Topic::Categories, &self.categories),
         ]
     }
+
+    pub fn name(&self, kind: Topic) -> &str {
+        match kind {
+            Topic::Products => &self.products,
+            Topic::Campaigns => &self.campaigns,
+            Topic::Categories => &self.categories,
+        }
+    }
+
+    /// The kind of the topic named `name`, if it is one of these.
+    pub fn kind_of(&self, name: &str) -> Option<Topic> {
+        self.by_kind()
+            .into_iter()
+            .find(|(_, topic)| *topic == name)
+            .map(|(kind, _)| kind)
+    }
 }
 
 /// A job config on `topics` whose JSONL sink writes `changes` (its progress record and

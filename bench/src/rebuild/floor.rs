@@ -55,8 +55,9 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
     let consumer: BaseConsumer<FloorContext> = consumer_config(&kafka, &BTreeMap::new(), "eligibility-bench-floor")
         .create_with_context(FloorContext)
         .context("cannot create the Kafka consumer")?;
-    // Per partition, the offset it is read to: its high watermark now.
-    let mut ends: BTreeMap<(String, i32), (Topic, i64)> = BTreeMap::new();
+    // Per partition, the offset it is read to: its high watermark now. Keyed by the topic's
+    // kind, so that a record finds its partition without allocating the topic's name.
+    let mut ends: BTreeMap<(Topic, i32), i64> = BTreeMap::new();
     let mut assignment = TopicPartitionList::new();
     for (kind, topic) in topics.by_kind() {
         let partitions = match partitions_of(&consumer, topic)? {
@@ -70,7 +71,7 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
                 .with_context(|| format!("cannot read the watermarks of {topic}/{partition}"))?;
             assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
             if high > low {
-                ends.insert((topic.to_owned(), partition), (kind, high));
+                ends.insert((kind, partition), high);
             }
         }
     }
@@ -96,14 +97,13 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
             // away, markers) ends here rather than at its watermark.
             Some(Err(KafkaError::PartitionEOF(_))) => {
                 let positions = consumer.position().context("cannot read the positions")?;
-                ends.retain(|(topic, partition), (_, high)| {
-                    let position =
-                        positions
-                            .find_partition(topic, *partition)
-                            .and_then(|element| match element.offset() {
-                                Offset::Offset(offset) => Some(offset),
-                                _ => None,
-                            });
+                ends.retain(|(kind, partition), high| {
+                    let position = positions
+                        .find_partition(topics.name(*kind), *partition)
+                        .and_then(|element| match element.offset() {
+                            Offset::Offset(offset) => Some(offset),
+                            _ => None,
+                        });
                     position.is_none_or(|position| position < *high)
                 });
                 continue;
@@ -112,8 +112,11 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
             Some(Ok(message)) => message,
         };
         last_record = Instant::now();
-        let key = (message.topic().to_owned(), message.partition());
-        let Some(&(kind, high)) = ends.get(&key) else {
+        let Some(kind) = topics.kind_of(message.topic()) else {
+            continue;
+        };
+        let key = (kind, message.partition());
+        let Some(&high) = ends.get(&key) else {
             // Past the watermark taken at the start: not part of this rebuild.
             continue;
         };
@@ -151,6 +154,9 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
 struct FloorContext;
 
 impl ClientContext for FloorContext {
+    // The job's client settings ask for statistics; parsing and logging them is not reading.
+    fn stats_raw(&self, _statistics: &[u8]) {}
+
     fn error(&self, error: KafkaError, reason: &str) {
         if !matches!(
             error,

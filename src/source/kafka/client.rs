@@ -37,6 +37,8 @@ pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
         // An assigned offset that no longer exists (retention) restarts from the oldest record.
         ("auto.offset.reset", "earliest"),
         // Bound what librdkafka prefetches, so memory stays flat during the rebuild.
+        // (`queued.min.messages` at 20,000 instead of 100,000 per partition saved ~100 MB at
+        // 2M products but made the rebuild 30% slower and a plain consumer 2.4x: kept.)
         ("queued.max.messages.kbytes", "16384"),
         // Per-partition lag for the metrics endpoint.
         ("statistics.interval.ms", "5000"),
