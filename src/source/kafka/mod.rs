@@ -204,6 +204,9 @@ fn wake(worker: &std::thread::Thread) -> impl Fn() + Send + Sync + 'static {
     move || worker.unpark()
 }
 
+/// Rebuild chunks a worker may read ahead of what the dataflow has finished.
+const REBUILD_CHUNKS_IN_FLIGHT: Time = 4;
+
 /// The longest an idle worker sleeps: also how late it notices a shutdown or a failed peer.
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
 
@@ -545,8 +548,10 @@ impl Source for KafkaSource {
 
     fn backpressure_floor(&self) -> Time {
         match self.phase {
-            // At most two chunks in flight keeps the rebuild's memory flat.
-            Phase::Rebuilding => self.chunks.frontier().saturating_sub(2),
+            // A few chunks in flight keep the rebuild's memory flat (a chunk is ~10 MB of
+            // records); four rather than two let workers that finish a chunk at different
+            // moments go on instead of waiting for each other at every chunk.
+            Phase::Rebuilding => self.chunks.frontier().saturating_sub(REBUILD_CHUNKS_IN_FLIGHT),
             // Live records wait until the rebuild is reconciled (acknowledged past the base).
             Phase::Live => self
                 .frontier()
