@@ -41,6 +41,9 @@ pub enum Subcommands {
     /// what it read as JSON.
     #[command(hide = true)]
     Floor(FloorArgs),
+    /// Draw the plot of a rebuild report written earlier with `rebuild --json`.
+    #[command(hide = true)]
+    PlotRebuild(PlotRebuildArgs),
     /// One bench implementation in a process of its own.
     #[command(hide = true)]
     Child(BenchChildArgs),
@@ -191,6 +194,19 @@ pub struct RebuildArgs {
     /// Write the tables (Markdown) here, as well as to stdout.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Draw the runs' wall time and peak RSS against the floor's, as a PNG here.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PlotRebuildArgs {
+    /// The report, as `rebuild --json` wrote it.
+    #[arg(long)]
+    pub json: PathBuf,
+    /// Where the PNG goes.
+    #[arg(long)]
+    pub plot: PathBuf,
 }
 
 impl RebuildArgs {

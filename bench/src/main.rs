@@ -5,7 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use bench::args::{BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, FloorArgs, RebuildArgs, Subcommands};
+use bench::args::{
+    BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, FloorArgs, PlotRebuildArgs, RebuildArgs, Subcommands,
+};
 use bench::{child, file_mode, plot, rebuild, sweep};
 use clap::Parser;
 
@@ -27,6 +29,7 @@ fn main() -> ExitCode {
         None => run(&cli.bench),
         Some(Subcommands::Rebuild(args)) => run_rebuild(args),
         Some(Subcommands::Floor(args)) => run_floor(args),
+        Some(Subcommands::PlotRebuild(args)) => plot_rebuild(args),
         Some(Subcommands::Child(args)) => run_child(args),
         Some(Subcommands::FileBaseline(args)) => run_file_baseline(args),
     };
@@ -85,10 +88,20 @@ fn run_rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if let Some(path) = &args.plot {
+        report.plot(path)?;
+    }
     match failure {
         Some(failure) => anyhow::bail!(failure),
         None => Ok(()),
     }
+}
+
+/// `eligibility-bench plot-rebuild`: the plot of a report written earlier.
+fn plot_rebuild(args: &PlotRebuildArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.json).with_context(|| format!("cannot read {}", args.json.display()))?;
+    let report: rebuild::RebuildReport = serde_json::from_str(&text)?;
+    report.plot(&args.plot)
 }
 
 /// `eligibility-bench floor`: what it read, as JSON on stdout.

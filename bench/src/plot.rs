@@ -255,3 +255,72 @@ fn format_axis(value: f64) -> String {
         v => format!("{v:.2}"),
     }
 }
+
+/// One group of bars: a label and its values, one per measure.
+pub type BarGroup = (String, Vec<f64>);
+
+/// Bars side by side per group (one colour per measure, `measures` naming them), each value
+/// drawn relative to the first group's (a ratio, 1.0 = the first group), written to `path`.
+pub fn ratio_bars(path: &Path, title: &str, measures: &[&str], groups: &[BarGroup]) -> anyhow::Result<()> {
+    register_font();
+    let Some((_, base)) = groups.first() else {
+        return Err(anyhow!("nothing to plot in {}", path.display()));
+    };
+    let ratios: Vec<Vec<f64>> = groups
+        .iter()
+        .map(|(_, values)| {
+            values
+                .iter()
+                .zip(base)
+                .map(|(value, base)| value / base.max(f64::MIN_POSITIVE))
+                .collect()
+        })
+        .collect();
+    let top = ratios.iter().flatten().copied().fold(1.0, f64::max) * 1.15;
+    let plot_error = |e: &dyn std::fmt::Display| anyhow!("cannot draw {}: {e}", path.display());
+    let root = BitMapBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| plot_error(&e))?;
+    let slots = groups.len() * (measures.len() + 1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(120)
+        .y_label_area_size(72)
+        .build_cartesian_2d(0..slots, 0.0..top)
+        .map_err(|e| plot_error(&e))?;
+    let width = measures.len() + 1;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(format!("relative to {}", groups[0].0))
+        .x_labels(groups.len() * 2)
+        .x_label_formatter(&|slot| match slot % width {
+            0 => groups
+                .get(slot / width)
+                .map_or(String::new(), |(label, _)| label.clone()),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(|e| plot_error(&e))?;
+    for (measure, name) in measures.iter().enumerate() {
+        let colour = COLOURS[measure % COLOURS.len()];
+        let bars = ratios.iter().enumerate().map(move |(group, values)| {
+            let x = group * width + measure;
+            Rectangle::new([(x, 0.0), (x + 1, values[measure])], colour.filled())
+        });
+        chart
+            .draw_series(bars)
+            .map_err(|e| plot_error(&e))?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| plot_error(&e))?;
+    root.present().map_err(|e| plot_error(&e))?;
+    Ok(())
+}

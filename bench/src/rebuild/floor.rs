@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use dataflows::decode::{decode_message, Change};
+use dataflows::decode::{decode_message, Change, Record};
 use dataflows::hashing::FastMap;
-use dataflows::model::Topic;
+use dataflows::model::{Campaign, Category, Product, Topic};
 use eligibility::source::kafka::client::consumer_config;
 use eligibility::source::kafka::config::KafkaConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
@@ -81,9 +81,11 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
     };
     consumer.assign(&assignment).context("cannot assign the partitions")?;
 
-    let mut products: FastMap<String, Change> = FastMap::default();
-    let mut campaigns: FastMap<String, Change> = FastMap::default();
-    let mut categories: FastMap<String, Change> = FastMap::default();
+    // Each entity's latest value, in a map of its own type: a map of the decoder's `Change`
+    // would give every product the room of a campaign (its id lists), five times its size.
+    let mut products: FastMap<String, Product> = FastMap::default();
+    let mut campaigns: FastMap<String, Campaign> = FastMap::default();
+    let mut categories: FastMap<String, Category> = FastMap::default();
     let mut last_record = Instant::now();
     while !ends.is_empty() {
         let message = match consumer.poll(Duration::from_millis(100)) {
@@ -125,18 +127,11 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
         }
         output.records += 1;
         match decode_message(kind, message.key(), message.payload()) {
-            Ok(record) => {
-                let map = match kind {
-                    Topic::Products => &mut products,
-                    Topic::Campaigns => &mut campaigns,
-                    Topic::Categories => &mut categories,
-                };
-                if is_tombstone(&record.change) {
-                    map.remove(&record.key);
-                } else {
-                    map.insert(record.key, record.change);
-                }
-            }
+            Ok(Record { key, change }) => match change {
+                Change::Product(value) => latest(&mut products, key, value),
+                Change::Campaign(value) => latest(&mut campaigns, key, value),
+                Change::Category(value) => latest(&mut categories, key, value),
+            },
             Err(_) => output.rejected += 1,
         }
         if message.offset() + 1 >= high {
@@ -169,11 +164,16 @@ impl ClientContext for FloorContext {
 
 impl ConsumerContext for FloorContext {}
 
-fn is_tombstone(change: &Change) -> bool {
-    matches!(
-        change,
-        Change::Product(None) | Change::Campaign(None) | Change::Category(None)
-    )
+/// Keeps `value` as the latest for `key`; a tombstone (`None`) removes the key.
+fn latest<V>(map: &mut FastMap<String, V>, key: String, value: Option<V>) {
+    match value {
+        Some(value) => {
+            map.insert(key, value);
+        }
+        None => {
+            map.remove(&key);
+        }
+    }
 }
 
 /// The partitions of `topic`, or `None` if it does not exist.

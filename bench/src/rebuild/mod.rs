@@ -304,6 +304,32 @@ impl RebuildReport {
         self.runs.iter().find(|run| run.kind == kind)
     }
 
+    /// Each run's wall time and peak RSS against the floor's, as bars.
+    pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        let short = |kind: RunKind| match kind {
+            RunKind::Floor => "floor",
+            RunKind::Rebuild => "rebuild",
+            RunKind::QuietRestart => "quiet restart",
+            RunKind::TwoWorkers => "2 workers",
+            RunKind::TwoProcesses => "2 processes",
+        };
+        let groups: Vec<crate::plot::BarGroup> = self
+            .runs
+            .iter()
+            .map(|run| {
+                let figures = vec![run.process.wall_seconds, run.process.peak_rss_bytes as f64];
+                (short(run.kind).to_owned(), figures)
+            })
+            .collect();
+        let products = self.floor.products;
+        crate::plot::ratio_bars(
+            path,
+            &format!("Kafka rebuild of {products} products against the floor"),
+            &["wall time", "peak RSS"],
+            &groups,
+        )
+    }
+
     pub fn to_markdown(&self) -> String {
         let floor = &self.floor;
         let mut out = String::new();
