@@ -108,8 +108,11 @@ pub fn eligible_pairs<'scope>(
                 if recycled.len() < 2 {
                     recycled.push(products);
                 }
+                let used = state.scratch_used();
                 let mut session = output.session(&capability);
                 session.give_iterator(state.drain_deltas());
+                drop(session);
+                state.shrink_scratch(used);
             }
         }
     });
@@ -311,6 +314,7 @@ impl Matcher {
     /// meets millions of (campaign, seller) pairs, and a hash map of them was the hot spot.
     fn apply_products(&mut self, changes: &mut LatestUpserts<ProductKey, Product>) {
         let versions = &mut self.versions;
+        versions.clear();
         for (key, new) in changes.drain_latest() {
             let old = self.products.upsert(key, new);
             if old == new {
@@ -320,6 +324,7 @@ impl Matcher {
             versions.extend(new.map(|product| (product, 1)));
         }
         versions.sort_unstable_by_key(|(product, _sign)| product.seller_id);
+        self.campaigns.prepare();
         self.per_campaign.clear();
         self.per_campaign.resize(self.campaigns.handles(), (0, 0));
         for seller in versions.chunk_by(|a, b| a.0.seller_id == b.0.seller_id) {
@@ -345,13 +350,36 @@ impl Matcher {
                 }
             }
         }
-        versions.clear();
     }
 
     /// This time's non-zero deltas; the map and the list keep their allocations.
     fn drain_deltas(&mut self) -> impl Iterator<Item = (PairTag, Contribution)> + '_ {
         let keyed = self.deltas.drain().filter(|(_pair, delta)| *delta != (0, 0));
         keyed.chain(self.seller_deltas.drain(..))
+    }
+
+    /// What this time filled of the scratch space: (keyed deltas, seller deltas).
+    fn scratch_used(&self) -> (usize, usize) {
+        (self.deltas.len(), self.seller_deltas.len())
+    }
+
+    /// Gives back what a much larger time (a rebuild's chunk, a campaign edit) left in the
+    /// scratch space once times are small again: draining a hash map visits its every
+    /// bucket, so a map grown to millions of pairs once would cost a scan of them at
+    /// every later time, and the lists would hold their peak for good.
+    fn shrink_scratch(&mut self, (keyed, by_seller): (usize, usize)) {
+        const KEEP: usize = 4_096;
+        let room = |used: usize| 2 * used.max(KEEP);
+        if self.deltas.capacity() > 2 * room(keyed) {
+            self.deltas.shrink_to(room(keyed));
+        }
+        if self.seller_deltas.capacity() > 2 * room(by_seller) {
+            self.seller_deltas.shrink_to(room(by_seller));
+        }
+        if self.versions.capacity() > 2 * room(self.versions.len()) {
+            self.versions.clear();
+            self.versions.shrink_to(KEEP);
+        }
     }
 }
 

@@ -59,11 +59,16 @@ pub struct CampaignTable {
     by_key: FastMap<PredicateKey, Keyed>,
     /// Active campaigns with no list criterion: candidates for every product.
     unrestricted: Vec<Handle>,
+    /// Per category with an entry, the campaigns its products meet through it or one of
+    /// its ancestors, each once: one lookup per product instead of one per ancestor and a
+    /// check per campaign. Made by [`CampaignTable::prepare`]; `None` while out of date.
+    through_category: Option<FastMap<CategoryId, Vec<Handle>>>,
 }
 
 impl CampaignTable {
     /// Replaces the campaign `id` (`None` deletes it) and returns what was there.
     pub fn upsert(&mut self, id: &CampaignId, new: Option<Campaign>) -> Option<Campaign> {
+        self.through_category = None;
         let old = match self.by_id.remove(id) {
             Some(stored) => {
                 if let Some(handle) = stored.handle {
@@ -85,7 +90,8 @@ impl CampaignTable {
     /// under one of its keys or under an ancestor of its category, and the unrestricted
     /// ones. Each at most once.
     pub fn candidates<'a>(&'a self, product: &Product, mut meet: impl FnMut(&'a ActiveCampaign)) {
-        let [category, brand, seller] = product.predicate_keys().map(|key| self.by_key.get(&key));
+        let [category_key, brand_key, seller_key] = product.predicate_keys();
+        let [brand, seller] = [brand_key, seller_key].map(|key| self.by_key.get(&key));
         let mut meet_all = |handles: &'a [Handle]| {
             for &handle in handles {
                 if let Some(active) = &self.slots[handle as usize] {
@@ -94,10 +100,15 @@ impl CampaignTable {
             }
         };
         let handles = |keyed: Option<&'a Keyed>| keyed.map_or(&[][..], |keyed| keyed.handles.as_slice());
-        match category {
-            Some(own) if !own.ancestors.is_empty() => self.candidates_through(product.category_id, own, &mut meet_all),
-            // Flat: the campaigns naming the category, as without a tree.
-            _ => meet_all(handles(category)),
+        match &self.through_category {
+            Some(through) => meet_all(through.get(&product.category_id).map_or(&[][..], Vec::as_slice)),
+            None => match self.by_key.get(&category_key) {
+                Some(own) if !own.ancestors.is_empty() => {
+                    self.candidates_through(product.category_id, own, &mut meet_all)
+                }
+                // Flat: the campaigns naming the category, as without a tree.
+                category => meet_all(handles(category)),
+            },
         }
         meet_all(handles(brand));
         meet_all(handles(seller));
@@ -127,8 +138,28 @@ impl CampaignTable {
         }
     }
 
+    /// Makes the per-category lists [`CampaignTable::candidates`] takes, if out of date:
+    /// once per time with product changes, after its campaign and tree changes (a few
+    /// thousand categories with campaigns, against up to millions of products).
+    pub fn prepare(&mut self) {
+        if self.through_category.is_some() {
+            return;
+        }
+        let mut through = FastMap::default();
+        for (key, own) in &self.by_key {
+            let PredicateKey::Category(category) = *key else {
+                continue;
+            };
+            let mut handles = Vec::new();
+            self.candidates_through(category, own, &mut |met: &[Handle]| handles.extend_from_slice(met));
+            through.insert(category, handles);
+        }
+        self.through_category = Some(through);
+    }
+
     /// Sets the ancestors of `category` besides itself, sorted, as the tree now has them.
     pub fn set_ancestors(&mut self, category: CategoryId, ancestors: &[CategoryId]) {
+        self.through_category = None;
         let key = PredicateKey::Category(category);
         if ancestors.is_empty() {
             if let Some(keyed) = self.by_key.get_mut(&key) {
@@ -232,11 +263,19 @@ mod tests {
         }
     }
 
-    fn tags(table: &CampaignTable, product: &Product) -> Vec<Tag> {
-        let mut tags = Vec::new();
-        table.candidates(product, |active| tags.push(active.tag));
-        tags.sort();
-        tags
+    /// The candidates' tags, checked equal with and without the per-category lists.
+    fn tags(table: &mut CampaignTable, product: &Product) -> Vec<Tag> {
+        let met = |table: &CampaignTable| {
+            let mut tags = Vec::new();
+            table.candidates(product, |active| tags.push(active.tag));
+            tags.sort();
+            tags
+        };
+        table.through_category = None;
+        let unprepared = met(table);
+        table.prepare();
+        assert_eq!(met(table), unprepared, "the prepared lists meet what the lookups meet");
+        unprepared
     }
 
     fn by_categories(categories: &[u64]) -> Campaign {
@@ -263,8 +302,8 @@ mod tests {
         table.upsert(&c, Some(by_brand));
         let mut all = vec![tag_of("a"), tag_of("b"), tag_of("c")];
         all.sort();
-        assert_eq!(tags(&table, &product(5, 1, 9)), all);
-        assert_eq!(tags(&table, &product(5, 3, 8)), vec![tag_of("b")]);
+        assert_eq!(tags(&mut table, &product(5, 1, 9)), all);
+        assert_eq!(tags(&mut table, &product(5, 3, 8)), vec![tag_of("b")]);
 
         // Deactivated: still known by id, no longer a candidate.
         let inactive = Campaign {
@@ -272,11 +311,11 @@ mod tests {
             ..by_category.clone()
         };
         assert_eq!(table.upsert(&a, Some(inactive.clone())), Some(by_category));
-        assert!(!tags(&table, &product(5, 1, 8)).contains(&tag_of("a")));
+        assert!(!tags(&mut table, &product(5, 1, 8)).contains(&tag_of("a")));
         assert_eq!(table.by_id.len(), 3);
         assert_eq!(table.upsert(&a, None), Some(inactive));
         assert_eq!(table.upsert(&b, None), Some(Campaign::unrestricted()));
-        assert!(tags(&table, &product(5, 1, 8)).is_empty());
+        assert!(tags(&mut table, &product(5, 1, 8)).is_empty());
         assert!(table.by_key.keys().all(|key| *key == PredicateKey::Brand(9)));
         // Freed slots are reused.
         table.upsert(&a, Some(Campaign::unrestricted()));
@@ -295,16 +334,16 @@ mod tests {
         let mut ab = vec![tag_of("a"), tag_of("b")];
         ab.sort();
         table.set_ancestors(1001, &[1, 10]);
-        assert_eq!(tags(&table, &p), ab);
+        assert_eq!(tags(&mut table, &p), ab);
         table.set_ancestors(1001, &[10]);
-        assert_eq!(tags(&table, &p), ab);
+        assert_eq!(tags(&mut table, &p), ab);
         table.set_ancestors(1001, &[]);
-        assert_eq!(tags(&table, &p), vec![tag_of("a")]);
+        assert_eq!(tags(&mut table, &p), vec![tag_of("a")]);
         assert_eq!(table.naming(10).count(), 2);
         assert_eq!(table.active(table.naming(2).next().unwrap()).tag, tag_of("c"));
         // A category's entry lives while it has ancestors or campaigns.
         table.set_ancestors(77, &[2]);
-        assert_eq!(tags(&table, &product(5, 77, 9)), vec![tag_of("c")]);
+        assert_eq!(tags(&mut table, &product(5, 77, 9)), vec![tag_of("c")]);
         table.upsert(&c, None);
         assert!(table.by_key.contains_key(&PredicateKey::Category(77)));
         table.set_ancestors(77, &[]);
