@@ -193,6 +193,7 @@ impl SourceFactory for KafkaSourceFactory {
             stop_at_end: self.stop_at_end,
             last_error_log: None,
             rebuild_started: Instant::now(),
+            poll_unix_ms: unix_millis(),
         }))
     }
 }
@@ -270,6 +271,9 @@ pub struct KafkaSource {
     stop_at_end: bool,
     last_error_log: Option<Instant>,
     rebuild_started: Instant,
+    /// The wall clock when the current poll began: when its records were read, taken once
+    /// per poll rather than once per record (a rebuild reads millions).
+    poll_unix_ms: u64,
 }
 
 impl KafkaSource {
@@ -317,7 +321,7 @@ impl KafkaSource {
         partition.next_offset = offset + 1;
         partition.position.store(partition.next_offset, Ordering::Relaxed);
         partition.consumed.inc();
-        partition.backlog.read(time, offset, unix_millis());
+        partition.backlog.read(time, offset, self.poll_unix_ms);
         out.push(Self::record(&partition.id, time, key, payload, offset));
         if closed {
             out.push(self.closed_batch(time));
@@ -451,6 +455,7 @@ impl KafkaSource {
 impl Source for KafkaSource {
     fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> Result<SourceStatus, SourceError> {
         let now = Instant::now();
+        self.poll_unix_ms = unix_millis();
         // Serves errors and statistics; messages all go to the partition queues.
         while let Some(result) = self.consumer.poll(Duration::ZERO) {
             match result {
