@@ -284,7 +284,7 @@ pub fn ratio_bars(path: &Path, title: &str, measures: &[&str], groups: &[BarGrou
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)
-        .x_label_area_size(120)
+        .x_label_area_size(44)
         .y_label_area_size(72)
         .build_cartesian_2d(0..slots, 0.0..top)
         .map_err(|e| plot_error(&e))?;
@@ -293,7 +293,7 @@ pub fn ratio_bars(path: &Path, title: &str, measures: &[&str], groups: &[BarGrou
         .configure_mesh()
         .disable_x_mesh()
         .y_desc(format!("relative to {}", groups[0].0))
-        .x_labels(groups.len() * 2)
+        .x_labels(slots)
         .x_label_formatter(&|slot| match slot % width {
             0 => groups
                 .get(slot / width)
