@@ -81,9 +81,16 @@ fn apply(state: &mut PairState, pair: PairKey, figures: Option<PairFigures>) {
 /// nothing. The log is folded as it is read: a log of millions of pairs is never in memory
 /// whole, as bytes or as changes (that once tripled a restart's peak memory).
 pub fn recover(path: &Path) -> anyhow::Result<HeldPairs> {
+    drop_partial_line(path)?;
+    fold_log(path)
+}
+
+/// Cuts a partial last line (a write the previous run did not finish) off the log, so
+/// that the next write starts on a line of its own. A missing log is left missing.
+pub fn drop_partial_line(path: &Path) -> anyhow::Result<()> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HeldPairs::new()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(error) => return Err(error).with_context(|| format!("cannot open {}", path.display())),
     };
     let length = file.metadata()?.len();
@@ -94,9 +101,18 @@ pub fn recover(path: &Path) -> anyhow::Result<HeldPairs> {
         writable.set_len(complete)?;
         writable.sync_all()?;
     }
-    file.seek(SeekFrom::Start(0))?;
+    Ok(())
+}
+
+/// The pairs a log of complete lines holds, folded as it is read.
+pub fn fold_log(path: &Path) -> anyhow::Result<HeldPairs> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HeldPairs::new()),
+        Err(error) => return Err(error).with_context(|| format!("cannot open {}", path.display())),
+    };
     let mut state = HeldPairs::new();
-    let reader = std::io::BufReader::with_capacity(1 << 20, file.take(complete));
+    let reader = std::io::BufReader::with_capacity(1 << 20, file);
     for line in reader.split(b'\n') {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
         if line.is_empty() {

@@ -20,7 +20,7 @@ use crate::job::{Job, ProgressCommit};
 use crate::metrics::Metrics;
 use crate::progress::file::FileProgressStore;
 use crate::progress::ProgressStore;
-use crate::sink::contract::{on_first_worker, ChangeOutput, HeldPairs, Sink};
+use crate::sink::contract::{on_first_worker, ChangeOutput, HeldPairs, HeldState, Sink, SinkError};
 use crate::sink::elasticsearch::progress::ElasticsearchProgressStore;
 use crate::sink::file_outputs::jsonl_files;
 use crate::sink::jsonl::{Durability, JsonlChangeSink, JsonlDeadLetterSink, JsonlWriter};
@@ -137,7 +137,7 @@ pub fn kafka_job(
     if matches!(from, StartFrom::Earliest) {
         for output in &mut changes {
             let held = output.held.get_mut().expect("poisoned").take().unwrap_or_default();
-            *output.held.get_mut().expect("poisoned") = Some(forgotten(held));
+            *output.held.get_mut().expect("poisoned") = Some(held.map(forgotten));
         }
     }
     let letters = match first_process {
@@ -206,14 +206,23 @@ fn forgotten(mut held: HeldPairs) -> HeldPairs {
 fn jsonl_output(config: &JobConfig, metrics: &Arc<Metrics>, first_process: bool) -> anyhow::Result<ChangeOutput> {
     let jsonl = config.sinks.jsonl.as_ref().context("no change sink is configured")?;
     if !first_process {
-        return Ok(ChangeOutput::on_first_worker("jsonl", None, HeldPairs::new()));
+        return Ok(ChangeOutput::on_first_worker("jsonl", None, HeldState::default()));
     }
-    let held = change_log::recover(&jsonl.path)?;
-    tracing::info!(pairs = held.len(), path = %jsonl.path.display(), "the change log holds these pairs");
-    metrics
-        .pairs_live
-        .get_or_create(&Metrics::sink("jsonl"))
-        .inc_by(held.len() as i64);
+    // Cuts a partial last line off first: the writer below appends after it.
+    change_log::drop_partial_line(&jsonl.path)?;
+    let (path, live) = (
+        jsonl.path.clone(),
+        metrics.pairs_live.get_or_create(&Metrics::sink("jsonl")).clone(),
+    );
+    let held = HeldState::read_beside(move || {
+        let held = change_log::fold_log(&path).map_err(|error| SinkError::HeldUnreadable {
+            sink: "jsonl".into(),
+            reason: format!("{error:#}"),
+        })?;
+        tracing::info!(pairs = held.len(), path = %path.display(), "the change log holds these pairs");
+        live.inc_by(held.len() as i64);
+        Ok(held)
+    });
     let durability = Durability::Synced {
         interval: Duration::from_millis(jsonl.sync_interval_ms),
     };

@@ -30,7 +30,7 @@ use crate::dead_letter::DeadLetter;
 use crate::metrics::{Metrics, ReasonLabels};
 use crate::progress::operator::commit_progress;
 use crate::progress::{Checkpoint, ProgressRecord};
-use crate::sink::contract::Route;
+use crate::sink::contract::{HeldState, Route};
 use crate::sink::operator::SinkOperator;
 use crate::source::{SourceRecord, SourceStatus};
 use crate::worker_error::ErrorSlot;
@@ -102,6 +102,52 @@ impl JobInputs {
                 }
             }
         }
+        Ok(())
+    }
+}
+
+type HeldInput = InputHandle<Time, CapacityContainerBuilder<Vec<HeldItem>>>;
+
+/// The held inputs not fed yet: each sink's held pairs, fed once read, then closed. Until
+/// then the input follows the rebuild's times (so it holds nothing back), below `below`.
+struct HeldFeeds {
+    open: Vec<(HeldInput, HeldState)>,
+    /// The time held pairs must come before: the reconcile's, `live_from`.
+    below: Time,
+}
+
+impl HeldFeeds {
+    /// Feeds the held pairs read by now (all of them with `wait`), and advances the other
+    /// inputs towards `frontier`.
+    fn poll(&mut self, worker: &mut Worker, frontier: Time, wait: bool) -> Result<(), JobError> {
+        if self.open.is_empty() {
+            return Ok(());
+        }
+        let mut unread = Vec::new();
+        for (mut held_in, state) in std::mem::take(&mut self.open) {
+            match state.take(wait)? {
+                Ok(pairs) => {
+                    for (sent, item) in pairs.into_items().enumerate() {
+                        held_in.send(item);
+                        // Steps now and then, so the held pairs move into the reconcile's
+                        // map as they go instead of queueing up in the channels beside it.
+                        if sent % 65_536 == 65_535 {
+                            worker.step();
+                        }
+                    }
+                    // Closed here (dropped): the reconcile then knows every held pair, and
+                    // checks the rebuild's pairs as they arrive.
+                }
+                Err(state) => {
+                    let time = frontier.min(self.below);
+                    if time > *held_in.time() {
+                        held_in.advance_to(time);
+                    }
+                    unread.push((held_in, state));
+                }
+            }
+        }
+        self.open = unread;
         Ok(())
     }
 }
@@ -187,12 +233,12 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
     let live_from = job.live_from.map(|proposal| agree_on_greatest(worker, proposal));
     let mut source = job.source.open(index, peers, live_from)?;
     let mut change_sinks = Vec::with_capacity(job.changes.len());
-    let mut held_pairs = Vec::with_capacity(job.changes.len());
+    let mut held_states = Vec::with_capacity(job.changes.len());
     for output in &job.changes {
         change_sinks.push((output.open)(index)?);
-        held_pairs.push(match index {
+        held_states.push(match index {
             0 => output.held.lock().expect("poisoned").take().unwrap_or_default(),
-            _ => Default::default(),
+            _ => HeldState::default(),
         });
     }
     let dead_letter_sink = (job.dead_letters)(index)?;
@@ -280,19 +326,13 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         };
         (inputs, held_inputs)
     });
-    // One held input per change output: what its sink holds, fed in by worker 0 at time 0.
-    for (mut held_in, held) in held_inputs.into_iter().zip(held_pairs) {
-        for (sent, item) in held.into_items().enumerate() {
-            held_in.send(item);
-            // Steps now and then, so the held pairs move into the reconcile's map as they
-            // go instead of queueing up in the channels beside it (millions of pairs).
-            if sent % 65_536 == 65_535 {
-                worker.step();
-            }
-        }
-        // Closed at once (dropped here): the reconcile then knows every held pair, and checks
-        // the rebuild's pairs as they arrive instead of keeping them all until `live_from`.
-    }
+    // One held input per change output: what its sink holds, fed in by worker 0 as soon as
+    // it is read, while the rebuild goes on.
+    let mut held = HeldFeeds {
+        open: held_inputs.into_iter().zip(held_states).collect(),
+        below: live_from.map_or(Time::MAX, |live_from| live_from.saturating_sub(1)),
+    };
+    held.poll(worker, 0, false)?;
 
     let mut watch = Watch {
         probe,
@@ -331,14 +371,18 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             break;
         }
         inputs.advance_to(source.frontier());
+        held.poll(worker, source.frontier(), false)?;
         let floor = source.backpressure_floor();
         while watch.probe.less_than(&floor) {
             worker.step_or_park(Some(Duration::from_millis(1)));
             watch.after_step()?;
+            // The reconcile at the first live time waits for the held pairs.
+            held.poll(worker, source.frontier(), false)?;
         }
         worker.step_or_park(Some(if idle { source.idle_wait() } else { Duration::ZERO }));
     }
     drop(inputs);
+    held.poll(worker, Time::MAX, true)?;
     while !watch.probe.done() {
         worker.step_or_park(Some(Duration::from_millis(1)));
         watch.after_step()?;

@@ -34,6 +34,9 @@ pub enum SinkError {
     /// A setting the sink cannot work with.
     #[error("{0}")]
     Config(String),
+    /// What the sink holds could not be read at start-up.
+    #[error("cannot read what {sink} holds: {reason}")]
+    HeldUnreadable { sink: String, reason: String },
 }
 
 impl SinkError {
@@ -81,6 +84,53 @@ pub enum Route {
 /// campaign's id once).
 pub type HeldPairs = dataflows::operators::reconcile::Held;
 
+/// What a sink holds, as a resumed run gets it: read already, or still being read on a
+/// thread of its own while the rebuild goes on (a change log of 10M pairs takes seconds to
+/// fold, which the rebuild need not wait for: only the reconcile at `live_from` does).
+pub enum HeldState {
+    Ready(HeldPairs),
+    Reading(std::thread::JoinHandle<Result<HeldPairs, SinkError>>),
+}
+
+impl HeldState {
+    /// Reads what a sink holds with `read` on a thread of its own.
+    pub fn read_beside(read: impl FnOnce() -> Result<HeldPairs, SinkError> + Send + 'static) -> Self {
+        HeldState::Reading(std::thread::spawn(read))
+    }
+
+    /// `f` applied to the held pairs, once they are read.
+    pub fn map(self, f: impl FnOnce(HeldPairs) -> HeldPairs + Send + 'static) -> Self {
+        match self {
+            HeldState::Ready(held) => HeldState::Ready(f(held)),
+            HeldState::Reading(reading) => HeldState::read_beside(move || Ok(f(join(reading)?))),
+        }
+    }
+
+    /// The held pairs if read (waiting for them with `wait`), else the state back.
+    pub fn take(self, wait: bool) -> Result<Result<HeldPairs, HeldState>, SinkError> {
+        match self {
+            HeldState::Ready(held) => Ok(Ok(held)),
+            HeldState::Reading(reading) if wait || reading.is_finished() => join(reading).map(Ok),
+            reading => Ok(Err(reading)),
+        }
+    }
+}
+
+impl Default for HeldState {
+    fn default() -> Self {
+        HeldState::Ready(HeldPairs::default())
+    }
+}
+
+fn join(reading: std::thread::JoinHandle<Result<HeldPairs, SinkError>>) -> Result<HeldPairs, SinkError> {
+    reading.join().unwrap_or_else(|_| {
+        Err(SinkError::HeldUnreadable {
+            sink: "a sink".into(),
+            reason: "the reading thread panicked".into(),
+        })
+    })
+}
+
 /// Opens the sink of a worker, or `None` on a worker without one.
 pub type OpenSink<R> = Box<dyn Fn(usize) -> Result<Option<Box<dyn Sink<R>>>, SinkError> + Send + Sync>;
 
@@ -91,12 +141,12 @@ pub struct ChangeOutput {
     pub route: Route,
     pub open: OpenSink<PairChange>,
     /// What the sink holds, for a resumed run; fed in by worker 0.
-    pub held: Mutex<Option<HeldPairs>>,
+    pub held: Mutex<Option<HeldState>>,
 }
 
 impl ChangeOutput {
     /// An output whose one sink, opened already, belongs to worker 0.
-    pub fn on_first_worker(name: &str, sink: Option<Box<dyn Sink<PairChange>>>, held: HeldPairs) -> Self {
+    pub fn on_first_worker(name: &str, sink: Option<Box<dyn Sink<PairChange>>>, held: HeldState) -> Self {
         ChangeOutput {
             name: name.to_owned(),
             route: Route::FirstWorker,
@@ -116,4 +166,61 @@ pub fn on_first_worker<R: 'static>(sink: Option<Box<dyn Sink<R>>>) -> OpenSink<R
             None
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use dataflows::model::{PairFigures, PairKey};
+
+    use super::*;
+
+    fn one_pair(stock: u64) -> HeldPairs {
+        let pair = PairKey {
+            seller_id: 1,
+            campaign_id: "c".into(),
+        };
+        let figures = PairFigures {
+            eligible_products: 1,
+            eligible_stock: stock,
+        };
+        [(pair, figures)].into_iter().collect()
+    }
+
+    #[test]
+    fn held_pairs_read_beside_are_taken_once_read_or_waited_for() {
+        let (release, released) = mpsc::channel::<()>();
+        let reading = HeldState::read_beside(move || {
+            released.recv().expect("released");
+            Ok(one_pair(3))
+        })
+        .map(|mut held| {
+            held.forget_figures();
+            held
+        });
+        // Not read yet: the state comes back, to be asked again later.
+        let reading = match reading.take(false).expect("no error") {
+            Err(state) => state,
+            Ok(_) => panic!("taken before it was read"),
+        };
+        release.send(()).expect("reader waits");
+        let held = reading.take(true).expect("no error").ok().expect("read");
+        assert_eq!(held.len(), 1);
+        let (_, figures) = held.pairs().next().expect("one pair");
+        assert_eq!(figures.eligible_stock, 0, "mapped once read");
+    }
+
+    #[test]
+    fn a_failed_read_is_a_sink_error() {
+        let failing = HeldState::read_beside(|| {
+            Err(SinkError::HeldUnreadable {
+                sink: "jsonl".into(),
+                reason: "not JSON".into(),
+            })
+        });
+        let error = failing.take(true).err().expect("an error");
+        assert!(error.to_string().contains("not JSON"), "{error}");
+        assert!(matches!(HeldState::Ready(one_pair(1)).take(false), Ok(Ok(_))));
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{BulkConfig, BulkService, BulkSink};
 use crate::metrics::Metrics;
-use crate::sink::contract::{ChangeOutput, HeldPairs, Route};
+use crate::sink::contract::{ChangeOutput, HeldPairs, HeldState, Route};
 
 /// `held`: what the destination holds, on process 0 (empty elsewhere); counted as live pairs.
 pub fn bulk_output<S: BulkService>(
@@ -36,6 +36,6 @@ pub fn bulk_output<S: BulkService>(
                 metrics.clone(),
             )) as _))
         }),
-        held: Mutex::new(Some(held)),
+        held: Mutex::new(Some(HeldState::Ready(held))),
     }
 }
