@@ -55,15 +55,12 @@ fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
     }
     let report = report?;
-    let markdown = report.to_markdown();
-    println!("{markdown}");
-    if let Some(path) = &args.markdown {
-        std::fs::write(path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    print_and_write(
+        &report.to_markdown(),
+        &report,
+        args.markdown.as_deref(),
+        args.json.as_deref(),
+    )?;
     if let Some(dir) = &args.plots {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
         plot::run_plots(&report, dir)?;
@@ -79,15 +76,12 @@ fn run_rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
         rebuild::remove_if_empty(&options.dir);
     }
     let (report, failure) = result?;
-    let markdown = report.to_markdown();
-    println!("{markdown}");
-    if let Some(path) = &args.markdown {
-        std::fs::write(path, &markdown).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    print_and_write(
+        &report.to_markdown(),
+        &report,
+        args.markdown.as_deref(),
+        args.json.as_deref(),
+    )?;
     if let Some(path) = &args.plot {
         report.plot(path)?;
     }
@@ -95,6 +89,24 @@ fn run_rebuild(args: &RebuildArgs) -> anyhow::Result<()> {
         Some(failure) => anyhow::bail!(failure),
         None => Ok(()),
     }
+}
+
+/// Prints a report's tables, and writes them and the report as JSON where asked.
+fn print_and_write(
+    markdown: &str,
+    report: &impl serde::Serialize,
+    markdown_path: Option<&std::path::Path>,
+    json_path: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    println!("{markdown}");
+    if let Some(path) = markdown_path {
+        std::fs::write(path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = json_path {
+        let json = serde_json::to_string_pretty(report)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `eligibility-bench plot-rebuild`: the plot of a report written earlier.

@@ -4,6 +4,7 @@ use std::path::Path;
 use std::sync::Once;
 
 use anyhow::anyhow;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 
 use super::report::{BenchReport, ImplementationReport, Kind};
@@ -236,15 +237,7 @@ pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series
             .draw_series(points.into_iter().map(|point| Circle::new(point, 3, colour.filled())))
             .map_err(|e| plot_error(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| plot_error(&e))?;
-    root.present().map_err(|e| plot_error(&e))?;
-    Ok(())
+    legend_and_save(chart, &root, path)
 }
 
 fn format_axis(value: f64) -> String {
@@ -314,6 +307,16 @@ pub fn ratio_bars(path: &Path, title: &str, measures: &[&str], groups: &[BarGrou
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
     }
+    legend_and_save(chart, &root, path)
+}
+
+/// Draws the legend in the upper left and writes the picture out.
+fn legend_and_save<'a, 'b: 'a, CT: CoordTranslate>(
+    mut chart: ChartContext<'a, BitMapBackend<'b>, CT>,
+    root: &DrawingArea<BitMapBackend<'b>, Shift>,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let plot_error = |e: &dyn std::fmt::Display| anyhow!("cannot draw {}: {e}", path.display());
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
