@@ -128,11 +128,15 @@ fn a_real_prometheus_sees_every_metric_and_fires_the_stall_alerts_when_the_searc
                 !moved.is_empty() && healthy.first().is_some_and(|(_, value)| *value == 1.0)
             },
         );
-        // Healthy, with records flowing: neither alert so much as pending.
+        // Healthy, with records flowing: neither alert fires. (Pending is tolerated: with
+        // every window divided by 20, a loaded 2-core CI machine can hold one batch for
+        // the stalled alert's 21 s window while the dev build catches up; firing needs
+        // that and its `for` besides.)
         let calm = Instant::now() + Duration::from_secs(25);
         while Instant::now() < calm {
             for alert in [STALLED, UNHEALTHY] {
-                assert_eq!(alert_state(&server, alert), None, "{alert} while the node is up");
+                let state = alert_state(&server, alert).map(|(state, _)| state);
+                assert_ne!(state.as_deref(), Some("firing"), "{alert} while the node is up");
             }
             std::thread::sleep(Duration::from_secs(1));
         }
