@@ -76,15 +76,6 @@ fn apply(state: &mut PairState, pair: PairKey, figures: Option<PairFigures>) {
     };
 }
 
-/// Opens an existing change log for a resumed run: drops a partial last line (a write the
-/// previous run did not finish) and returns the pairs the log holds. A missing log holds
-/// nothing. The log is folded as it is read: a log of millions of pairs is never in memory
-/// whole, as bytes or as changes (that once tripled a restart's peak memory).
-pub fn recover(path: &Path) -> anyhow::Result<HeldPairs> {
-    drop_partial_line(path)?;
-    fold_log(path)
-}
-
 /// Cuts a partial last line (a write the previous run did not finish) off the log, so
 /// that the next write starts on a line of its own. A missing log is left missing.
 pub fn drop_partial_line(path: &Path) -> anyhow::Result<()> {
@@ -104,7 +95,9 @@ pub fn drop_partial_line(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The pairs a log of complete lines holds, folded as it is read.
+/// The pairs a log of complete lines holds (nothing for a missing log), folded as it is
+/// read: a log of millions of pairs is never in memory whole, as bytes or as changes (that
+/// once tripled a restart's peak memory). A resumed run calls [`drop_partial_line`] first.
 pub fn fold_log(path: &Path) -> anyhow::Result<HeldPairs> {
     let file = match std::fs::File::open(path) {
         Ok(file) => file,
@@ -149,6 +142,12 @@ fn complete_length(file: &mut std::fs::File, length: u64) -> std::io::Result<u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a resumed run does with its log: the partial line dropped, the rest folded.
+    fn recover(path: &Path) -> anyhow::Result<HeldPairs> {
+        drop_partial_line(path)?;
+        fold_log(path)
+    }
 
     #[test]
     fn recovery_drops_a_partial_line_and_folds_the_rest() {
