@@ -2,7 +2,6 @@
 //! its command lines, and what its change log holds once folded.
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::io::BufRead;
 use std::net::TcpListener;
@@ -10,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
-use dataflows::model::{PairFigures, PairKey};
-use eligibility::change_log::parse_change;
+use eligibility::change_log::fold_log;
 use serde::{Deserialize, Serialize};
 
 use super::config::{config_text, Topics};
@@ -104,28 +102,16 @@ pub struct FoldedLog {
     pub digest: u64,
 }
 
-/// Folds a change log (read-only) into its final pairs.
+/// Folds a change log (read-only) into its final pairs, as the job folds its own.
 pub fn fold(path: &Path) -> anyhow::Result<FoldedLog> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut state: HashMap<PairKey, PairFigures> = HashMap::new();
-    for line in std::io::BufReader::with_capacity(1 << 20, file).lines() {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-        if line.is_empty() {
-            continue;
-        }
-        let change = parse_change(&line)?;
-        match change.figures {
-            Some(figures) => state.insert(change.pair, figures),
-            None => state.remove(&change.pair),
-        };
-    }
-    let digest = state.iter().fold(0u64, |sum, entry| {
+    let held = fold_log(path)?;
+    let digest = held.pairs().fold(0u64, |sum, entry| {
         let mut hasher = DefaultHasher::new();
         entry.hash(&mut hasher);
         sum.wrapping_add(hasher.finish())
     });
     Ok(FoldedLog {
-        pairs: state.len() as u64,
+        pairs: held.len() as u64,
         digest,
     })
 }
