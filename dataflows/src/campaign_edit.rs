@@ -97,6 +97,7 @@ mod tests {
                 first.max_price_minor
             },
             min_stock: if pick(7) { other.min_stock } else { first.min_stock },
+            window: first.window,
         }
     }
 

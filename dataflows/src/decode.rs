@@ -7,7 +7,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::model::{Campaign, Category, CategoryId, IdSet, Product, Topic};
+use crate::instant::{parse_rfc3339, EpochNanos, Rfc3339Error};
+use crate::model::{Campaign, Category, CategoryId, IdSet, Product, Topic, Window};
 use crate::number::{self, NumberError};
 
 /// The kind of a JSON value, for error messages.
@@ -92,6 +93,12 @@ pub enum DecodeError {
     /// `max` is written in SPEC's units (a price in major units, e.g. `123.45`).
     #[error("field `{field}` is out of range (at most {max}), found {text}")]
     OutOfRange { field: String, max: String, text: String },
+    #[error("field `{field}` is not an RFC 3339 timestamp with a zone ({text}): {reason}")]
+    BadTimestamp {
+        field: &'static str,
+        text: String,
+        reason: Rfc3339Error,
+    },
 }
 
 impl DecodeError {
@@ -111,6 +118,7 @@ impl DecodeError {
             DecodeError::Negative { .. } => "negative",
             DecodeError::NotInteger { .. } => "not_integer",
             DecodeError::OutOfRange { .. } => "out_of_range",
+            DecodeError::BadTimestamp { .. } => "bad_timestamp",
         }
     }
 }
@@ -158,6 +166,8 @@ struct EnvelopeFields<'a> {
     key: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     value: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    timestamp: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -192,6 +202,10 @@ struct CampaignFields<'a> {
     min_stock: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     active: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    starts_at: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    ends_at: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +340,40 @@ pub fn decode_product(value: Option<&str>) -> Result<Option<Product>, DecodeErro
     }))
 }
 
+/// A window bound: an RFC 3339 timestamp with a zone, or absent/null for no bound.
+fn window_bound(field: &'static str, raw: Option<&RawValue>) -> Result<Option<EpochNanos>, DecodeError> {
+    let Some(raw) = optional(raw) else { return Ok(None) };
+    let found = JsonKind::of(raw);
+    if found != JsonKind::String {
+        return Err(DecodeError::WrongType {
+            field: field.to_owned(),
+            expected: "an RFC 3339 timestamp with a zone (a string)",
+            found,
+        });
+    }
+    let text: String = serde_json::from_str(raw.get()).map_err(|error| DecodeError::InvalidJson(error.to_string()))?;
+    parse_rfc3339(&text)
+        .map(Some)
+        .map_err(|reason| DecodeError::BadTimestamp { field, text, reason })
+}
+
+/// The greatest envelope `timestamp`: Kafka's record timestamps are signed 64-bit.
+pub const MAX_TIMESTAMP: u64 = i64::MAX as u64;
+
+/// An envelope's `timestamp`: milliseconds since the Unix epoch, a non-negative integer.
+/// Present, it must be one; `null` is "any other value" too (SPEC.md, "Campaign windows").
+fn envelope_timestamp(raw: Option<&RawValue>) -> Result<Option<u64>, DecodeError> {
+    raw.map(|raw| match JsonKind::of(raw) {
+        JsonKind::Number => integer("timestamp", raw, MAX_TIMESTAMP),
+        found => Err(DecodeError::WrongType {
+            field: "timestamp".to_owned(),
+            expected: "milliseconds since the Unix epoch (a non-negative integer)",
+            found,
+        }),
+    })
+    .transpose()
+}
+
 /// Decodes a campaign value (every field optional); `None` is a tombstone.
 pub fn decode_campaign(value: Option<&str>) -> Result<Option<Campaign>, DecodeError> {
     let Some(text) = value else { return Ok(None) };
@@ -360,6 +408,10 @@ pub fn decode_campaign(value: Option<&str>) -> Result<Option<Campaign>, DecodeEr
             .transpose()?
             .unwrap_or(0),
         active,
+        window: Window {
+            starts_at: window_bound("starts_at", fields.starts_at)?,
+            ends_at: window_bound("ends_at", fields.ends_at)?,
+        },
     }))
 }
 
@@ -432,6 +484,9 @@ pub struct Envelope<'a> {
     pub key: String,
     /// `None` is a tombstone.
     pub value: Option<&'a str>,
+    /// Milliseconds since the Unix epoch, when the line carries one: what moves file
+    /// mode's clock, and the Kafka record's timestamp when produced.
+    pub timestamp: Option<u64>,
 }
 
 /// Splits one line of the JSONL event log into topic, key and raw value. What a topic asks
@@ -469,15 +524,37 @@ pub fn split_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
         JsonKind::Null => None,
         _ => Some(value_raw.get()),
     };
-    Ok(Envelope { topic, key, value })
+    let timestamp = envelope_timestamp(fields.timestamp)?;
+    Ok(Envelope {
+        topic,
+        key,
+        value,
+        timestamp,
+    })
 }
 
-/// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}`.
-pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
+/// A decoded line of the JSONL event log, with its timestamp if it carries one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Line {
+    pub record: Record,
+    pub timestamp: Option<u64>,
+}
+
+/// Decodes one line of the JSONL event log, keeping its `timestamp`.
+pub fn decode_line(line: &[u8]) -> Result<Line, DecodeError> {
     let envelope = split_envelope(line)?;
     check_key(envelope.topic, &envelope.key)?;
-    Ok(Record {
-        change: decode_value(envelope.topic, envelope.value)?,
-        key: envelope.key,
+    Ok(Line {
+        record: Record {
+            change: decode_value(envelope.topic, envelope.value)?,
+            key: envelope.key,
+        },
+        timestamp: envelope.timestamp,
     })
+}
+
+/// Decodes one line of the JSONL event log: `{"topic": …, "key": …, "value": …}` (and
+/// an optional `"timestamp"`, checked but not returned: see [`decode_line`]).
+pub fn decode_envelope(line: &[u8]) -> Result<Record, DecodeError> {
+    decode_line(line).map(|line| line.record)
 }

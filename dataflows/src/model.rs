@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::instant::EpochNanos;
+
 /// Logical time: a batch number in file mode, a millisecond clock with Kafka sources.
 pub type Time = u64;
 
@@ -86,6 +88,36 @@ pub struct Campaign {
     pub max_price_minor: Option<u64>,
     pub min_stock: u64,
     pub active: bool,
+    /// When the campaign is open; it has pairs only then (SPEC.md, "Campaign windows").
+    pub window: Window,
+}
+
+/// When a campaign is open: from `starts_at` (inclusive) to `ends_at` (exclusive), each
+/// `None` for no bound. `ends_at <= starts_at` is valid and never open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Window {
+    pub starts_at: Option<EpochNanos>,
+    pub ends_at: Option<EpochNanos>,
+}
+
+impl Window {
+    /// Whether the window is open when the job's clock reads `clock`.
+    pub fn is_open_at(&self, clock: EpochNanos) -> bool {
+        self.starts_at.is_none_or(|start| start <= clock) && self.ends_at.is_none_or(|end| clock < end)
+    }
+
+    /// The next bound the clock has not reached at `clock`: where openness may change next.
+    pub fn next_bound_after(&self, clock: EpochNanos) -> Option<EpochNanos> {
+        [self.starts_at, self.ends_at]
+            .into_iter()
+            .flatten()
+            .filter(|bound| *bound > clock)
+            .min()
+    }
+
+    pub fn is_unbounded(&self) -> bool {
+        self.starts_at.is_none() && self.ends_at.is_none()
+    }
 }
 
 impl Campaign {

@@ -28,6 +28,7 @@ pub fn campaign() -> impl Strategy<Value = Campaign> {
                 max_price_minor: max,
                 min_stock,
                 active,
+                window: Default::default(),
             },
         )
 }

@@ -1,6 +1,10 @@
 //! Decoding: every accepted shape and every rejection reason of SPEC.md.
 
-use dataflows::decode::{decode_category_id, decode_envelope, decode_message, Change, DecodeError, JsonKind, Record};
+use dataflows::decode::{
+    decode_category_id, decode_envelope, decode_line, decode_message, Change, DecodeError, JsonKind, Record,
+};
+use dataflows::instant::EpochNanos;
+use dataflows::model::Window;
 use dataflows::{Campaign, Category, IdSet, Product, Topic};
 
 fn decode(line: &str) -> Result<Record, DecodeError> {
@@ -73,7 +77,8 @@ fn campaign_fields_default_when_absent_or_null() {
 #[test]
 fn a_full_campaign_decodes_with_sorted_lists() {
     let value = r#"{"category_ids": [1001, 5, 5], "brand_ids": [7], "seller_ids": [], "excluded_seller_ids": [9, 3],
-        "min_price": 10.5, "max_price": 200, "min_stock": 2, "active": false}"#
+        "min_price": 10.5, "max_price": 200, "min_stock": 2, "active": false,
+        "starts_at": "2026-11-27T03:00:00.250+03:00", "ends_at": null}"#
         .replace('\n', " ");
     let Change::Campaign(Some(campaign)) = decode(&campaign_line(&value)).unwrap().change else {
         panic!()
@@ -89,6 +94,10 @@ fn a_full_campaign_decodes_with_sorted_lists() {
             max_price_minor: Some(20000),
             min_stock: 2,
             active: false,
+            window: Window {
+                starts_at: Some(EpochNanos(1_795_737_600_250_000_000)),
+                ends_at: None,
+            },
         }
     );
 }
@@ -525,4 +534,126 @@ fn kafka_category_messages_check_the_key() {
             found: JsonKind::Bool,
         }
     );
+}
+
+#[test]
+fn window_bounds_decode_in_every_zone_and_compare_to_the_nanosecond() {
+    let window = |value: &str| match decode(&campaign_line(value)).unwrap().change {
+        Change::Campaign(Some(campaign)) => campaign.window,
+        other => panic!("{other:?}"),
+    };
+    let at = |nanos: i128| Some(EpochNanos(nanos));
+    assert_eq!(window("{}"), Window::default(), "absent: no bounds");
+    assert_eq!(
+        window(r#"{"starts_at": null, "ends_at": null}"#),
+        Window::default(),
+        "null: no bounds"
+    );
+    // One instant, three zones: equal to the nanosecond.
+    for text in [
+        "2026-11-27T00:00:00Z",
+        "2026-11-27T03:00:00+03:00",
+        "2026-11-26T18:30:00.000000000-05:30",
+    ] {
+        let value = format!(r#"{{"starts_at": "{text}"}}"#);
+        assert_eq!(window(&value).starts_at, at(1_795_737_600_000_000_000), "{text}");
+    }
+    // One nanosecond apart is apart.
+    assert_eq!(
+        window(r#"{"ends_at": "2026-11-27T00:00:00.000000001Z"}"#).ends_at,
+        at(1_795_737_600_000_000_001)
+    );
+    // An end before the start is valid (never open).
+    let backwards = window(r#"{"starts_at": "2026-11-28T00:00:00Z", "ends_at": "2026-11-27T00:00:00Z"}"#);
+    assert!(backwards.ends_at < backwards.starts_at);
+}
+
+#[test]
+fn bad_window_bounds_are_rejected_with_the_field_and_the_reason() {
+    let no_zone = rejected(&campaign_line(r#"{"starts_at": "2026-11-27T00:00:00"}"#));
+    assert!(
+        matches!(&no_zone, DecodeError::BadTimestamp { field: "starts_at", text, .. } if text == "2026-11-27T00:00:00"),
+        "{no_zone:?}"
+    );
+    assert_eq!(no_zone.code(), "bad_timestamp");
+    assert!(no_zone.to_string().contains("starts_at"), "{no_zone}");
+    assert!(no_zone.to_string().contains("zone"), "{no_zone}");
+    assert_eq!(
+        rejected(&campaign_line(r#"{"ends_at": 1795737600000}"#)),
+        DecodeError::WrongType {
+            field: "ends_at".into(),
+            expected: "an RFC 3339 timestamp with a zone (a string)",
+            found: JsonKind::Number,
+        }
+    );
+    for value in [
+        r#"{"ends_at": "27/11/2026"}"#,
+        r#"{"ends_at": "2026-11-27"}"#,
+        r#"{"ends_at": "2026-02-29T00:00:00Z"}"#,
+        r#"{"ends_at": "2026-11-27T00:00:00.1234567891Z"}"#,
+        r#"{"ends_at": "2026-11-27T00:00:00+0300"}"#,
+    ] {
+        let error = rejected(&campaign_line(value));
+        assert!(
+            matches!(error, DecodeError::BadTimestamp { field: "ends_at", .. }),
+            "{value}: {error:?}"
+        );
+    }
+    assert!(matches!(
+        rejected(&campaign_line(r#"{"starts_at": true}"#)),
+        DecodeError::WrongType {
+            found: JsonKind::Bool,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn an_envelope_timestamp_is_kept_and_a_bad_one_rejects_the_line() {
+    let line =
+        |timestamp: &str| format!(r#"{{"topic": "products", "key": "p-1", "value": null, "timestamp": {timestamp}}}"#);
+    assert_eq!(
+        decode_line(line("1795737600000").as_bytes()).unwrap().timestamp,
+        Some(1_795_737_600_000)
+    );
+    assert_eq!(decode_line(line("0").as_bytes()).unwrap().timestamp, Some(0));
+    assert_eq!(
+        decode_line(product_line("null").as_bytes()).unwrap().timestamp,
+        None,
+        "absent"
+    );
+    assert_eq!(
+        decode(&line("-1")).unwrap_err(),
+        DecodeError::Negative {
+            field: "timestamp".into(),
+            text: "-1".into()
+        }
+    );
+    assert!(matches!(
+        decode(&line("1.5")).unwrap_err(),
+        DecodeError::NotInteger { .. }
+    ));
+    assert!(matches!(
+        decode(&line("1e400")).unwrap_err(),
+        DecodeError::OutOfRange { .. } | DecodeError::NotInteger { .. }
+    ));
+    assert!(matches!(
+        decode(&line("9223372036854775808")).unwrap_err(),
+        DecodeError::OutOfRange { .. }
+    ));
+    for (text, found) in [
+        (r#""1795737600000""#, JsonKind::String),
+        ("null", JsonKind::Null),
+        ("true", JsonKind::Bool),
+    ] {
+        assert_eq!(
+            decode(&line(text)).unwrap_err(),
+            DecodeError::WrongType {
+                field: "timestamp".into(),
+                expected: "milliseconds since the Unix epoch (a non-negative integer)",
+                found,
+            },
+            "{text}"
+        );
+    }
 }
