@@ -10,7 +10,7 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use dataflows::decode::decode_envelope;
+use dataflows::decode::{decode_envelope, decode_line};
 use dataflows::model::{PairChange, Time};
 use dataflows::reference::{apply_changes, changes_between, PairState, ReferenceState};
 use eligibility::dead_letter::Origin;
@@ -73,6 +73,82 @@ fn campaign_value() -> impl Strategy<Value = String> {
         })
 }
 
+/// The first instant of the random logs' clocks: 2026-11-27T00:00:00Z, in ms.
+const EPOCH_OF_LOGS_MS: u64 = 1_795_737_600_000;
+
+/// A window bound within the logs' first 30 ms, in one of three zones, at a whole
+/// millisecond or a nanosecond off one (bounds compare to the nanosecond).
+fn window_bound() -> impl Strategy<Value = String> {
+    (
+        0..30u64,
+        prop_oneof![3 => Just(0u64), 1 => Just(1), 1 => Just(999_999)],
+        0..3usize,
+    )
+        .prop_map(|(ms, ns, zone)| {
+            let fraction = match ns {
+                0 => format!("{ms:03}"),
+                _ => format!("{:09}", ms * 1_000_000 + ns),
+            };
+            match zone {
+                0 => format!(r#""2026-11-27T00:00:00.{fraction}Z""#),
+                1 => format!(r#""2026-11-27T03:00:00.{fraction}+03:00""#),
+                _ => format!(r#""2026-11-26T18:30:00.{fraction}-05:30""#),
+            }
+        })
+}
+
+/// A campaign value with a window: a start, an end, both, or bad bounds now and then.
+fn scheduled_campaign_value() -> impl Strategy<Value = String> {
+    (
+        campaign_value(),
+        prop::option::weighted(0.8, window_bound()),
+        prop::option::weighted(0.6, window_bound()),
+    )
+        .prop_map(|(value, starts_at, ends_at)| {
+            let mut bounds = Vec::new();
+            if let Some(start) = starts_at {
+                bounds.push(format!(r#""starts_at": {start}"#));
+            }
+            if let Some(end) = ends_at {
+                bounds.push(format!(r#""ends_at": {end}"#));
+            }
+            match (value.as_str(), bounds.is_empty()) {
+                (_, true) => value,
+                ("{}", false) => format!("{{{}}}", bounds.join(", ")),
+                _ => format!("{}, {}}}", value.trim_end_matches('}'), bounds.join(", ")),
+            }
+        })
+}
+
+/// A line timestamp within the logs' first 30 ms (late ones included), or a bad one.
+fn line_timestamp() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        4 => Just(None),
+        8 => (0..30u64).prop_map(|ms| Some((EPOCH_OF_LOGS_MS + ms).to_string())),
+        1 => prop_oneof![Just("-1"), Just("\"5\""), Just("1.5"), Just("null")].prop_map(|bad| Some(bad.to_owned())),
+    ]
+}
+
+/// Lines of the scheduled workloads: the usual mix, scheduled campaigns and bad windows,
+/// each line with a timestamp or without.
+fn timed_event_line() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        6 => event_line(),
+        3 => (0..3u32, scheduled_campaign_value()).prop_map(|(key, value)| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": {value}}}"#)),
+        1 => (0..3u32, prop_oneof![Just(r#""2026-11-27T00:00:00""#), Just("1795737600000"), Just(r#""2026-11-27""#)])
+            .prop_map(|(key, bad)| format!(r#"{{"topic": "campaigns", "key": "c{key}", "value": {{"starts_at": {bad}}}}}"#)),
+    ];
+    (line, line_timestamp()).prop_map(|(line, timestamp)| match timestamp {
+        Some(timestamp) if line.ends_with('}') && line.starts_with('{') && decode_envelope(line.as_bytes()).is_ok() => {
+            format!(
+                r#"{}, "timestamp": {timestamp}}}"#,
+                line.trim_end_matches('}').trim_end()
+            )
+        }
+        _ => line,
+    })
+}
+
 fn event_line() -> impl Strategy<Value = String> {
     prop_oneof![
         8 => (0..8u32, product_value()).prop_map(|(key, value)| format!(r#"{{"topic": "products", "key": "p{key}", "value": {value}}}"#)),
@@ -106,10 +182,16 @@ fn expected(lines: &[String], batch_size: u64) -> (Vec<PairChange>, Vec<u64>) {
         batches.entry(n as u64 / batch_size).or_default().push((n as u64, line));
     }
     for (time, batch) in batches {
-        // Applying in line order leaves the last valid record of each key in place.
+        // Applying in line order leaves the last valid record of each key in place; the
+        // clock is the greatest timestamp of the accepted lines so far.
         for (n, line) in batch {
-            match decode_envelope(line.as_bytes()) {
-                Ok(record) => state.apply(&record.key, &record.change),
+            match decode_line(line.as_bytes()) {
+                Ok(line) => {
+                    state.apply(&line.record.key, &line.record.change);
+                    if let Some(timestamp) = line.timestamp {
+                        state.advance_clock(timestamp);
+                    }
+                }
                 Err(_) => rejected.push(n),
             }
         }
@@ -173,5 +255,27 @@ proptest! {
     ) {
         check(&lines, batch_size, 1)?;
         check(&lines, batch_size, 3)?;
+    }
+
+    /// Scheduled campaigns: windows in three zones, bounds a nanosecond off a millisecond,
+    /// line timestamps (late ones, bad ones), with the tree's records in the mix.
+    #[test]
+    fn every_batch_matches_brute_force_with_campaign_windows(
+        lines in prop::collection::vec(timed_event_line(), 1..200),
+        batch_size in 1..20u64,
+    ) {
+        check(&lines, batch_size, 1)?;
+        check(&lines, batch_size, 3)?;
+    }
+
+    /// The same without category records: a flat marketplace.
+    #[test]
+    fn every_batch_matches_brute_force_with_campaign_windows_flat(
+        lines in prop::collection::vec(timed_event_line(), 1..200),
+        batch_size in 1..20u64,
+    ) {
+        let flat: Vec<String> = lines.into_iter().filter(|line| !line.contains(r#""topic": "categories""#)).collect();
+        check(&flat, batch_size, 1)?;
+        check(&flat, batch_size, 2)?;
     }
 }

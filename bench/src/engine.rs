@@ -21,7 +21,7 @@ use dataflows::decode::{decode_category_id, decode_envelope, Change, Record};
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::{PairChanges, Upsert};
 use dataflows::reference::PairState;
-use dataflows::{render_eligibility, PairChange};
+use dataflows::{render_eligibility, JobClock, PairChange};
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -87,7 +87,7 @@ pub fn run(
             let local = collected.clone();
             let counter = writes.clone();
             // Probed after the changes are taken, so a passed time has all of them here.
-            render_eligibility(products, campaigns, categories, None)
+            render_eligibility(products, campaigns, categories, JobClock::stopped(scope), None)
                 .pair_changes(|pair| pair.hashed())
                 .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
                     move |input, _output| {

@@ -9,9 +9,11 @@
 //!        |  (category, strict ancestor) ±1 per time
 //!    broadcast ---------------------------------------+
 //!                                                     |
-//!  products (Upsert, text id)                 campaigns (Upsert)
-//!        |  id -> ProductKey (128-bit hash)          |
-//!        |                                       broadcast ------------------+
+//!  products (Upsert, text id)                 campaigns (Upsert)      clock readings
+//!        |  id -> ProductKey (128-bit hash)          |  broadcast             |  broadcast
+//!        |                                   CampaignWindows <----------------+
+//!        |                        open: the criteria; closed: a tombstone
+//!        |                                           +-----------------------+
 //!        |  exchange by product key                  |                       |
 //!        +------------> EligiblePairs <--------------+                       |
 //!                 products once per worker, every campaign,                  |
@@ -46,6 +48,7 @@ use timely::dataflow::Stream;
 
 use crate::model::{Campaign, CampaignId, Category, CategoryId, PairChange, Product, ProductId, ProductKey, Time};
 use crate::operators::ancestors::ancestor_changes;
+use crate::operators::campaign_windows::{campaign_windows, JobClock};
 use crate::operators::eligible_pairs::eligible_pairs;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
@@ -56,6 +59,9 @@ use crate::operators::Upsert;
 /// `quiet_until`, for a rebuild: the changes of the times up to it are not emitted one by
 /// one; the pairs reached at `quiet_until` come out at `quiet_until` instead, as changes
 /// from nothing (for `reconcile_with_held`).
+///
+/// `clock` says what instant each time stands for, and so when scheduled campaigns open
+/// and close (`operators::campaign_windows`).
 ///
 /// `categories` is the tree's changelog, keyed by category id. A job without one passes a
 /// stream that is closed from the start (timely's `empty`, or an input closed at once) and
@@ -68,6 +74,7 @@ pub fn render_eligibility<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductId, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     categories: Stream<'scope, Time, Vec<Upsert<CategoryId, Category>>>,
+    clock: JobClock<'scope>,
     quiet_until: Option<Time>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     // Hashed where the record enters, before any exchange sees the text id.
@@ -76,7 +83,7 @@ pub fn render_eligibility<'scope>(
         seq: update.seq,
         value: update.value,
     });
-    let campaigns = campaigns.broadcast();
+    let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
     let deltas = eligible_pairs(products, campaigns.clone(), ancestors);
     pair_totals(deltas, campaigns, quiet_until)

@@ -6,6 +6,7 @@ pub mod campaign_edit;
 pub mod decode;
 pub mod eligibility;
 pub mod hashing;
+pub mod instant;
 pub mod model;
 pub mod number;
 pub mod operators;
@@ -16,4 +17,5 @@ pub mod state;
 mod strategies;
 
 pub use eligibility::render_eligibility;
+pub use operators::campaign_windows::{ClockRule, JobClock};
 pub use model::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};

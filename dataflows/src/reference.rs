@@ -7,21 +7,40 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::decode::{decode_category_id, Change};
+use crate::instant::EpochNanos;
 use crate::model::{Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
 use crate::rule::is_eligible;
 
 /// Every existing pair with its figures.
 pub type PairState = BTreeMap<PairKey, PairFigures>;
 
-/// The current products, campaigns and categories, by id.
-#[derive(Clone, Debug, Default)]
+/// The current products, campaigns and categories, by id, and the job's clock.
+#[derive(Clone, Debug)]
 pub struct ReferenceState {
     pub products: BTreeMap<String, Product>,
     pub campaigns: BTreeMap<String, Campaign>,
     pub categories: BTreeMap<CategoryId, Category>,
+    /// What the clock reads: a campaign has pairs only while its window is open at it.
+    pub clock: EpochNanos,
+}
+
+impl Default for ReferenceState {
+    fn default() -> Self {
+        ReferenceState {
+            products: BTreeMap::new(),
+            campaigns: BTreeMap::new(),
+            categories: BTreeMap::new(),
+            clock: EpochNanos::BEGINNING,
+        }
+    }
 }
 
 impl ReferenceState {
+    /// Moves the clock to `millis` since the epoch; it never goes back.
+    pub fn advance_clock(&mut self, millis: u64) {
+        self.clock = self.clock.max(EpochNanos::from_millis(millis));
+    }
+
     /// Applies one upsert or tombstone. A category's `key` must be a decoded one (decimal).
     pub fn apply(&mut self, key: &str, change: &Change) {
         match change {
@@ -72,7 +91,11 @@ impl ReferenceState {
                 .entry(product.category_id)
                 .or_insert_with(|| self.ancestors(product.category_id).into_iter().collect());
         }
-        for (campaign_id, campaign) in &self.campaigns {
+        let open = self
+            .campaigns
+            .iter()
+            .filter(|(_, campaign)| campaign.window.is_open_at(self.clock));
+        for (campaign_id, campaign) in open {
             for product in self.products.values() {
                 if is_eligible(product, &ancestors[&product.category_id], campaign) {
                     let figures = pairs

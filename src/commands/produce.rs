@@ -89,6 +89,10 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         if let Some(value) = envelope.value {
             record = record.payload(value);
         }
+        // The line's clock reading travels as the record's timestamp (`clock = "records"`).
+        if let Some(timestamp) = envelope.timestamp {
+            record = record.timestamp(timestamp as i64);
+        }
         loop {
             match producer.send(record) {
                 Ok(()) => break,

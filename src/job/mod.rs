@@ -61,6 +61,8 @@ pub enum JobError {
     SourceOutOfOrder { time: Time, frontier: Time },
     #[error("the source produced a category record although it said it reads none")]
     UnexpectedCategory,
+    #[error("the source produced a clock reading although it said the clock follows the wall")]
+    UnexpectedClock,
     #[error("stopping: another worker of this process failed")]
     AnotherWorkerFailed,
     #[error("a worker panicked: {0}")]

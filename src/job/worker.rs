@@ -15,7 +15,7 @@ use dataflows::hashing::pair_route;
 use dataflows::model::{tag_of, Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldItem;
 use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
-use dataflows::render_eligibility;
+use dataflows::{render_eligibility, ClockRule, JobClock};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::empty;
@@ -45,6 +45,38 @@ struct JobInputs {
     categories: Option<UpsertInput<CategoryId, Category>>,
     rejected: InputHandle<Time, CapacityContainerBuilder<Vec<DeadLetter>>>,
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
+    /// `None` when the clock does not follow the records.
+    clock: Option<ClockReadings>,
+}
+
+/// The records' timestamps as clock readings: one per time, the greatest this worker read.
+struct ClockReadings {
+    input: InputHandle<Time, CapacityContainerBuilder<Vec<u64>>>,
+    latest: Option<u64>,
+}
+
+impl ClockReadings {
+    fn read(&mut self, timestamp: u64) {
+        self.latest = self.latest.max(Some(timestamp));
+    }
+
+    /// Sends the time's reading before the input moves past it.
+    fn advance_to(&mut self, time: Time) {
+        self.flush();
+        self.input.advance_to(time);
+    }
+
+    fn flush(&mut self) {
+        if let Some(latest) = self.latest.take() {
+            self.input.send(latest);
+        }
+    }
+}
+
+impl Drop for ClockReadings {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 impl JobInputs {
@@ -61,6 +93,9 @@ impl JobInputs {
             }
             self.rejected.advance_to(time);
             self.checkpoints.advance_to(time);
+            if let Some(clock) = self.clock.as_mut() {
+                clock.advance_to(time);
+            }
         }
     }
 
@@ -101,6 +136,10 @@ impl JobInputs {
                     self.checkpoints.send(checkpoint);
                 }
             }
+            SourceRecord::Clock(_, timestamp) => match self.clock.as_mut() {
+                Some(clock) => clock.read(timestamp),
+                None => return Err(JobError::UnexpectedClock),
+            },
         }
         Ok(())
     }
@@ -263,8 +302,15 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         };
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
         let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
+        let (clock_in, clock) = match job.source.clock(live_from) {
+            ClockRule::Records => {
+                let (input, readings) = scope.new_input::<Vec<u64>>();
+                (Some(ClockReadings { input, latest: None }), JobClock::Records(readings))
+            }
+            ClockRule::Wall { base, before_base } => (None, JobClock::Wall { base, before_base }),
+        };
 
-        let changes = render_eligibility(products, campaigns, categories, live_from);
+        let changes = render_eligibility(products, campaigns, categories, clock, live_from);
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {
@@ -323,6 +369,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             categories: categories_in,
             rejected: rejected_in,
             checkpoints: checkpoints_in,
+            clock: clock_in,
         };
         (inputs, held_inputs)
     });
@@ -361,7 +408,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         let idle = staged.is_empty();
         let read = staged
             .iter()
-            .filter(|record| !matches!(record, SourceRecord::Checkpoint(..)))
+            .filter(|record| !matches!(record, SourceRecord::Checkpoint(..) | SourceRecord::Clock(..)))
             .count();
         job.metrics.records_read.inc_by(read as u64);
         for record in staged.drain(..) {

@@ -3,14 +3,15 @@
 //! Line `n` (0-based; every line counts, rejected ones too) belongs to batch
 //! `n / batch_size`. Every worker scans the whole log but decodes only the lines
 //! `n % peers == worker`, so decoding runs on all workers; the line number is the record's
-//! sequence number, so "last record for a key in a batch wins" holds across workers.
+//! sequence number, so "last record for a key in a batch wins" holds across workers. A
+//! line's `timestamp` is a reading of the job's clock (SPEC.md, "Campaign windows").
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Cursor};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dataflows::decode::decode_envelope;
+use dataflows::decode::decode_line;
 use dataflows::model::Time;
 
 use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus};
@@ -145,12 +146,19 @@ impl Source for EventLogSource {
                 text = stripped.strip_suffix(b"\r").unwrap_or(stripped);
             }
             let time = self.time_of(line_number);
-            out.push(match decode_envelope(text) {
-                Ok(record) => SourceRecord::from_record(time, line_number, record),
-                Err(error) => {
-                    SourceRecord::Rejected(time, DeadLetter::new(Origin::Line(line_number), None, &error, text))
+            match decode_line(text) {
+                Ok(line) => {
+                    out.push(SourceRecord::from_record(time, line_number, line.record));
+                    // Only an accepted line moves the clock.
+                    if let Some(timestamp) = line.timestamp {
+                        out.push(SourceRecord::Clock(time, timestamp));
+                    }
                 }
-            });
+                Err(error) => out.push(SourceRecord::Rejected(
+                    time,
+                    DeadLetter::new(Origin::Line(line_number), None, &error, text),
+                )),
+            }
             produced += 1;
         }
         Ok(if self.exhausted {
@@ -207,6 +215,7 @@ mod tests {
                     Origin::Kafka { .. } | Origin::Document { .. } => unreachable!(),
                 },
                 SourceRecord::Checkpoint(..) => unreachable!("a file has no offsets"),
+                SourceRecord::Clock(..) => unreachable!("these logs carry no timestamps"),
             })
             .collect()
     }
@@ -265,5 +274,31 @@ mod tests {
                 (5, 3)
             ]
         );
+    }
+
+    #[test]
+    fn an_accepted_lines_timestamp_is_a_clock_reading_and_a_rejected_ones_is_not() {
+        let log = [
+            r#"{"topic": "campaigns", "key": "c", "value": {}, "timestamp": 1000}"#,
+            r#"{"topic": "campaigns", "key": "c", "value": {"active": 3}, "timestamp": 9000}"#,
+            r#"{"topic": "campaigns", "key": "c", "value": {}, "timestamp": -5}"#,
+            r#"{"topic": "campaigns", "key": "c", "value": {}}"#,
+            r#"{"topic": "campaigns", "key": "c", "value": null, "timestamp": 700}"#,
+        ]
+        .join("\n");
+        let mut source = open(&log, 2, 10, 0, 1);
+        let mut out = Vec::new();
+        while source.poll(&mut out, 10).unwrap() == SourceStatus::Open {}
+        let readings: Vec<(Time, u64)> = out
+            .iter()
+            .filter_map(|record| match record {
+                SourceRecord::Clock(time, timestamp) => Some((*time, *timestamp)),
+                _ => None,
+            })
+            .collect();
+        // A late reading is handed out as read; the clock keeps the greatest.
+        assert_eq!(readings, vec![(0, 1000), (2, 700)]);
+        let rejected = out.iter().filter(|r| matches!(r, SourceRecord::Rejected(..))).count();
+        assert_eq!(rejected, 2);
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::Upsert;
+use dataflows::ClockRule;
 
 use crate::dead_letter::DeadLetter;
 use crate::progress::Checkpoint;
@@ -25,6 +26,9 @@ pub enum SourceRecord {
     Category(Time, Upsert<CategoryId, Category>),
     Rejected(Time, DeadLetter),
     Checkpoint(Time, Vec<Checkpoint>),
+    /// A record's timestamp (ms since the epoch), when the job's clock follows the
+    /// records: it moves the clock of its time, given with the record it came with.
+    Clock(Time, u64),
 }
 
 impl SourceRecord {
@@ -34,7 +38,8 @@ impl SourceRecord {
             | SourceRecord::Campaign(time, _)
             | SourceRecord::Category(time, _)
             | SourceRecord::Rejected(time, _)
-            | SourceRecord::Checkpoint(time, _) => *time,
+            | SourceRecord::Checkpoint(time, _)
+            | SourceRecord::Clock(time, _) => *time,
         }
     }
 
@@ -145,6 +150,13 @@ pub trait SourceFactory: Send + Sync + 'static {
     /// an empty categories stream and pays nothing for the tree.
     fn reads_categories(&self) -> bool {
         true
+    }
+
+    /// What the job's clock follows (SPEC.md, "Campaign windows"): by default the records'
+    /// timestamps, which the sources then hand out as [`SourceRecord::Clock`].
+    /// `live_from` as in [`SourceFactory::open`].
+    fn clock(&self, _live_from: Option<Time>) -> ClockRule {
+        ClockRule::Records
     }
 
     /// `live_from`: for a resumed run, the first live time every worker agreed on.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use dataflows::decode::Change;
 use dataflows::model::{CampaignId, ProductId};
 use dataflows::operators::{PairChanges, Upsert};
-use dataflows::{render_eligibility, Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
+use dataflows::{render_eligibility, JobClock, Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::generic::operator::empty;
@@ -111,7 +111,7 @@ pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> V
                 true => tree,
                 false => empty(scope),
             };
-            render_eligibility(products, campaigns, tree, None)
+            render_eligibility(products, campaigns, tree, JobClock::stopped(scope), None)
                 .pair_changes(|_| 0)
                 .capture_into(send);
             inputs
