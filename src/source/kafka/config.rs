@@ -41,6 +41,22 @@ pub struct KafkaConfig {
     /// acknowledged before it stops reading: bounds the memory a backlog can fill.
     #[serde(default = "default_max_unacknowledged_records")]
     pub max_unacknowledged_records: u64,
+    /// What the job's clock follows, which decides when scheduled campaigns open and close
+    /// (SPEC.md, "Campaign windows"): `"wall"`, the wall clock (UTC) when a time is formed,
+    /// with a time formed at every window bound even when no record arrives; or
+    /// `"records"`, the greatest timestamp of the records read, which replays a log
+    /// exactly as file mode reads it.
+    #[serde(default)]
+    pub clock: ClockSetting,
+}
+
+/// `[kafka] clock`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockSetting {
+    #[default]
+    Wall,
+    Records,
 }
 
 fn default_products_topic() -> String {
@@ -80,6 +96,7 @@ impl KafkaConfig {
             rehydration_chunk_records: default_rehydration_chunk_records(),
             max_unacknowledged_records: default_max_unacknowledged_records(),
             max_unacknowledged_ms: default_max_unacknowledged_ms(),
+            clock: ClockSetting::default(),
         }
     }
 

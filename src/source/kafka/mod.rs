@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use dataflows::decode::decode_message;
 use dataflows::model::{Time, Topic};
+use dataflows::ClockRule;
 use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -48,7 +49,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use self::assignment::{partitions_of, PartitionId};
 use self::backlog::{unix_millis, PartitionBacklog};
 use self::clock::{live_time_now, BatchClock, ChunkClock, LIVE_TIME_BASE};
-use self::config::{BatchingConfig, KafkaConfig};
+use self::config::{BatchingConfig, ClockSetting, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
@@ -78,6 +79,18 @@ impl SourceFactory for KafkaSourceFactory {
             .partitions
             .iter()
             .any(|start| start.id.kind == Topic::Categories)
+    }
+
+    /// The wall clock by default: the rebuild's times read the agreed first live time,
+    /// every live time the wall clock it stands for.
+    fn clock(&self, live_from: Option<Time>) -> ClockRule {
+        match self.kafka.clock {
+            ClockSetting::Records => ClockRule::Records,
+            ClockSetting::Wall => ClockRule::Wall {
+                base: LIVE_TIME_BASE,
+                before_base: live_from.unwrap_or_else(live_time_now).saturating_sub(LIVE_TIME_BASE),
+            },
+        }
     }
 
     fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError> {
@@ -191,6 +204,7 @@ impl SourceFactory for KafkaSourceFactory {
             next_partition: 0,
             worker_index,
             stop_at_end: self.stop_at_end,
+            records_clock: self.kafka.clock == ClockSetting::Records,
             last_error_log: None,
             rebuild_started: Instant::now(),
             poll_unix_ms: unix_millis(),
@@ -269,6 +283,8 @@ pub struct KafkaSource {
     next_partition: usize,
     worker_index: usize,
     stop_at_end: bool,
+    /// Whether record timestamps are clock readings (`clock = "records"`).
+    records_clock: bool,
     last_error_log: Option<Instant>,
     rebuild_started: Instant,
     /// The wall clock when the current poll began: when its records were read, taken once
@@ -300,6 +316,7 @@ impl KafkaSource {
         key: Option<&[u8]>,
         payload: Option<&[u8]>,
         offset: i64,
+        timestamp: Option<i64>,
         now: Instant,
         out: &mut Vec<SourceRecord>,
     ) {
@@ -322,7 +339,15 @@ impl KafkaSource {
         partition.position.store(partition.next_offset, Ordering::Relaxed);
         partition.consumed.inc();
         partition.backlog.read(time, offset, self.poll_unix_ms);
-        out.push(Self::record(&partition.id, time, key, payload, offset));
+        let record = Self::record(&partition.id, time, key, payload, offset);
+        let accepted = !matches!(record, SourceRecord::Rejected(..));
+        out.push(record);
+        // Under `clock = "records"`, an accepted record's timestamp is a clock reading.
+        if let (true, true, Some(timestamp)) = (self.records_clock, accepted, timestamp) {
+            if let Ok(timestamp) = u64::try_from(timestamp) {
+                out.push(SourceRecord::Clock(time, timestamp));
+            }
+        }
         if closed {
             out.push(self.closed_batch(time));
         }
@@ -404,7 +429,16 @@ impl KafkaSource {
                 paused.add_partition(&p.id.topic, p.id.partition);
             }
             for message in held {
-                self.emit(index, message.key(), message.payload(), message.offset(), now, out);
+                let timestamp = message.timestamp().to_millis();
+                self.emit(
+                    index,
+                    message.key(),
+                    message.payload(),
+                    message.offset(),
+                    timestamp,
+                    now,
+                    out,
+                );
             }
         }
         if paused.count() > 0 {
@@ -442,7 +476,8 @@ impl KafkaSource {
             }
             return Ok(());
         }
-        self.emit(index, message.key(), message.payload(), offset, now, out);
+        let timestamp = message.timestamp().to_millis();
+        self.emit(index, message.key(), message.payload(), offset, timestamp, now, out);
         let partition = &mut self.partitions[index];
         partition.at_end = false;
         if self.phase == Phase::Rebuilding && partition.next_offset >= partition.rebuild_until {
