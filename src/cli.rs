@@ -105,6 +105,23 @@ pub struct MarketplaceArgs {
     /// Children of each inner category.
     #[arg(long, default_value_t = generate::DEFAULT_TREE_FANOUT)]
     pub tree_fanout: u64,
+    /// Give every line a "timestamp" (milliseconds since the Unix epoch), which file mode
+    /// takes as its clock for campaign windows: --start-at for the first line, then
+    /// --line-interval-ms more for each next one.
+    #[arg(long)]
+    pub line_timestamps: bool,
+    /// The first line's timestamp, RFC 3339 with a zone (a whole millisecond, from 1970 on).
+    #[arg(long, default_value = generate::DEFAULT_START_AT, value_parser = generate::parse_start_at_ms)]
+    pub start_at: u64,
+    /// Milliseconds between two lines' timestamps.
+    #[arg(long, default_value_t = generate::DEFAULT_LINE_INTERVAL_MS)]
+    pub line_interval_ms: u64,
+    /// Share of campaigns, 0 to 1, with a window (starts_at / ends_at) that opens and closes
+    /// within the log's timestamps: usually both bounds, sometimes one, now and then an empty
+    /// window; campaign edits may move it. More than 0 turns on --line-timestamps (without
+    /// them file mode's clock never moves and no scheduled campaign would ever open).
+    #[arg(long, default_value_t = 0.0, value_parser = generate::parse_share)]
+    pub scheduled_campaigns: f64,
 }
 
 impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
@@ -122,6 +139,10 @@ impl From<&MarketplaceArgs> for generate::MarketplaceSpec {
             seed: args.seed,
             tree_depth: args.tree_depth,
             tree_fanout: args.tree_fanout,
+            line_timestamps: args.line_timestamps,
+            start_at_ms: args.start_at,
+            line_interval_ms: args.line_interval_ms,
+            scheduled_campaigns: args.scheduled_campaigns,
         }
     }
 }

@@ -24,6 +24,9 @@ pub fn run(args: &GenerateArgs) -> anyhow::Result<()> {
         product_records = stats.product_records,
         campaign_records = stats.campaign_records,
         malformed = stats.malformed,
+        scheduled_campaigns = stats.scheduled_campaigns,
+        first_timestamp_ms = stats.first_timestamp_ms,
+        last_timestamp_ms = stats.last_timestamp_ms,
         seconds = started.elapsed().as_secs_f64(),
         "event log written"
     );
