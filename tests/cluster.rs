@@ -1,5 +1,6 @@
 //! The same generated log through the built binary: one process, and a cluster of two
-//! processes over loopback TCP. The change log and dead letters must be identical.
+//! processes over loopback TCP. The change log and dead letters must be identical. Half
+//! the campaigns are scheduled, so windows open and close on both.
 
 mod support;
 
@@ -27,6 +28,9 @@ fn two_processes_write_what_one_process_writes() {
         "6000",
         "--malformed",
         "0.01",
+        // Half the campaigns open and close while the log is read.
+        "--scheduled-campaigns",
+        "0.5",
         "--seed",
         "11",
         "--output",

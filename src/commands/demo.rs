@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use dataflows::model::{PairFigures, SellerId};
+use dataflows::instant::{format_rfc3339, EpochNanos};
+use dataflows::model::{PairChange, PairFigures, SellerId, Time};
 
 use crate::change_log::{fold_state, read_changes};
 use crate::cli::DemoArgs;
@@ -19,8 +20,13 @@ use crate::metrics::Metrics;
 use crate::source::event_log::EventLogInput;
 use generate::{generate_to_vec, MarketplaceSpec};
 
+/// The scheduled campaign the demo adds: it opens and closes while the job reads the log.
+const FLASH_SALE: &str = "flash-sale";
+
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    let spec = MarketplaceSpec::from(&args.marketplace);
+    let mut spec = MarketplaceSpec::from(&args.marketplace);
+    // Lines carry timestamps, the clock that opens and closes the flash sale.
+    spec.line_timestamps = true;
     let dir = match &args.output_dir {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("eligibility-demo-{}", std::process::id())),
@@ -44,7 +50,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         spec.malformed_share * 100.0
     );
     let started = Instant::now();
-    let log = Arc::new(generate_to_vec(&spec));
+    let (log, flash_sale) = with_flash_sale(generate_to_vec(&spec), &spec);
+    let log = Arc::new(log);
     let events = log.iter().filter(|b| **b == b'\n').count();
     println!(
         "Generated {events} events ({:.1} MB) in {:.2} s.",
@@ -82,7 +89,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         rejected_path.display()
     );
 
-    let state = fold_state(&read_changes(&changes_path)?);
+    let changes = read_changes(&changes_path)?;
+    let state = fold_state(&changes);
     let mut by_seller: BTreeMap<SellerId, Vec<(String, PairFigures)>> = BTreeMap::new();
     for (pair, figures) in &state {
         by_seller
@@ -96,6 +104,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         by_seller.len(),
         spec.sellers
     );
+    print_flash_sale(&flash_sale, &changes, args.batch_size);
     // The biggest sellers first: they have the most to show.
     let mut sellers: Vec<(&SellerId, &Vec<(String, PairFigures)>)> = by_seller.iter().collect();
     sellers.sort_by_key(|(seller, campaigns)| {
@@ -106,6 +115,69 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         print_seller(*seller, campaigns);
     }
     Ok(())
+}
+
+/// The flash sale's window: from 40% to 70% of the log's clock.
+struct FlashSale {
+    starts_at: EpochNanos,
+    ends_at: EpochNanos,
+}
+
+/// Puts a scheduled campaign first in `log`: products in stock, open from 40% to 70% of
+/// the span of the lines' timestamps.
+fn with_flash_sale(log: Vec<u8>, spec: &MarketplaceSpec) -> (Vec<u8>, FlashSale) {
+    let lines = log.iter().filter(|b| **b == b'\n').count() as u64;
+    let span_ms = lines.saturating_sub(1) * spec.line_interval_ms;
+    let at = |share: u64| EpochNanos::from_millis(spec.start_at_ms + span_ms * share / 100);
+    let sale = FlashSale {
+        starts_at: at(40),
+        ends_at: at(70),
+    };
+    let line = format!(
+        r#"{{"topic": "campaigns", "key": "{FLASH_SALE}", "value": {{"min_stock": 1, "starts_at": "{}", "ends_at": "{}"}}, "timestamp": {}}}"#,
+        format_rfc3339(sale.starts_at),
+        format_rfc3339(sale.ends_at),
+        spec.start_at_ms
+    );
+    let mut with = Vec::with_capacity(log.len() + line.len() + 1);
+    with.extend_from_slice(line.as_bytes());
+    with.push(b'\n');
+    with.extend_from_slice(&log);
+    (with, sale)
+}
+
+/// When the flash sale opened and closed, and what was written for it then.
+fn print_flash_sale(sale: &FlashSale, changes: &[PairChange], batch_size: u64) {
+    let mut by_time: BTreeMap<Time, (u64, u64)> = BTreeMap::new();
+    for change in changes.iter().filter(|c| c.pair.campaign_id == FLASH_SALE) {
+        let (upserts, deletes) = by_time.entry(change.time).or_default();
+        match change.figures {
+            Some(_) => *upserts += 1,
+            None => *deletes += 1,
+        }
+    }
+    println!(
+        "\nScheduled campaign {FLASH_SALE}, open from {} to {}, created in line 0:",
+        format_rfc3339(sale.starts_at),
+        format_rfc3339(sale.ends_at)
+    );
+    let (Some((opened, (upserts, _))), Some((closed, (_, deletes)))) =
+        (by_time.first_key_value(), by_time.last_key_value())
+    else {
+        println!("  no pairs: no product in stock, or the log ends before it opens");
+        return;
+    };
+    let lines = |time: &Time| format!("lines {}-{}", time * batch_size, (time + 1) * batch_size - 1);
+    println!(
+        "  opened in batch {opened} ({}), the first whose clock reached its start: {upserts} pairs upserted",
+        lines(opened)
+    );
+    println!(
+        "  closed in batch {closed} ({}), the first whose clock reached its end: {deletes} pairs deleted",
+        lines(closed)
+    );
+    let between = by_time.range(opened + 1..*closed).map(|(_, (u, d))| u + d).sum::<u64>();
+    println!("  in between, product updates changed its pairs {between} times");
 }
 
 fn print_seller(seller: SellerId, campaigns: &[(String, PairFigures)]) {
