@@ -37,6 +37,9 @@ pub enum Subcommands {
     /// Measure a restart: the job's rebuild from the Kafka topics against a plain consumer
     /// of the same topics (the floor), on 1 and 2 workers and on 2 processes.
     Rebuild(RebuildArgs),
+    /// Measure a scheduled campaign opening and closing against an edit of `active` on the
+    /// same campaign (issue 26), on 1 and 2 workers.
+    Window(WindowArgs),
     /// The floor alone: read the topics, decode, keep the latest value per key; prints
     /// what it read as JSON.
     #[command(hide = true)]
@@ -136,6 +139,58 @@ pub struct BenchArgs {
     /// Run the tree phase only (no main phases, no file mode).
     #[arg(long)]
     pub tree_only: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WindowArgs {
+    /// Products in the marketplace.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub products: u64,
+    #[arg(long, default_value_t = 5_000)]
+    pub sellers: u64,
+    #[arg(long, default_value_t = 1_000)]
+    pub categories: u64,
+    #[arg(long, default_value_t = 2_000)]
+    pub brands: u64,
+    /// Campaigns besides the one measured.
+    #[arg(long, default_value_t = 100)]
+    pub campaigns: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Share of the products the measured campaign reaches, in (0, 1].
+    #[arg(long, default_value_t = 1.0 / 3.0)]
+    pub share: f64,
+    /// Rounds of open, close, activate, deactivate.
+    #[arg(long, default_value_t = 7)]
+    pub rounds: usize,
+    /// Worker counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    pub workers: Vec<usize>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the table (Markdown) here, as well as to stdout.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+impl WindowArgs {
+    pub fn options(&self) -> crate::window::WindowOptions {
+        crate::window::WindowOptions {
+            marketplace: MarketplaceSpec {
+                products: self.products,
+                sellers: self.sellers,
+                categories: self.categories,
+                brands: self.brands,
+                campaigns: self.campaigns,
+                seed: self.seed,
+                ..MarketplaceSpec::default()
+            },
+            share: self.share,
+            rounds: self.rounds,
+            workers: self.workers.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]

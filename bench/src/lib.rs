@@ -28,6 +28,7 @@ pub mod report;
 pub mod sweep;
 pub mod tables;
 pub mod tree;
+pub mod window;
 pub mod workload;
 
 use std::path::PathBuf;

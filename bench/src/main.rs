@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use bench::args::{
     BenchArgs, BenchChildArgs, BenchFileBaselineArgs, Cli, FloorArgs, PlotRebuildArgs, RebuildArgs, Subcommands,
+    WindowArgs,
 };
 use bench::{child, file_mode, plot, rebuild, sweep};
 use clap::Parser;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         None => run(&cli.bench),
         Some(Subcommands::Rebuild(args)) => run_rebuild(args),
+        Some(Subcommands::Window(args)) => run_window(args),
         Some(Subcommands::Floor(args)) => run_floor(args),
         Some(Subcommands::PlotRebuild(args)) => plot_rebuild(args),
         Some(Subcommands::Child(args)) => run_child(args),
@@ -107,6 +109,17 @@ fn print_and_write(
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())
+}
+
+/// `eligibility-bench window`: a scheduled opening against an edit of `active`.
+fn run_window(args: &WindowArgs) -> anyhow::Result<()> {
+    let report = bench::window::run(&args.options())?;
+    print_and_write(
+        &report.to_markdown(),
+        &report,
+        args.markdown.as_deref(),
+        args.json.as_deref(),
+    )
 }
 
 /// `eligibility-bench plot-rebuild`: the plot of a report written earlier.

@@ -286,7 +286,7 @@ fn product_edits(products: &mut [(String, Product)], size: usize, categories: &Z
 
 /// A campaign on the most popular categories, as many as it takes to reach `share` of the
 /// products, and the share it really reaches.
-fn campaign_of_reach(products: &[(String, Product)], share: f64) -> (Campaign, f64) {
+pub(crate) fn campaign_of_reach(products: &[(String, Product)], share: f64) -> (Campaign, f64) {
     let mut per_category: HashMap<CategoryId, usize> = HashMap::new();
     for (_, product) in products {
         *per_category.entry(product.category_id).or_default() += 1;

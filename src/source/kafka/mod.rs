@@ -310,16 +310,8 @@ impl KafkaSource {
     }
 
     /// Hands out one message of partition `index` as a record, closing the batch it fills.
-    fn emit(
-        &mut self,
-        index: usize,
-        key: Option<&[u8]>,
-        payload: Option<&[u8]>,
-        offset: i64,
-        timestamp: Option<i64>,
-        now: Instant,
-        out: &mut Vec<SourceRecord>,
-    ) {
+    fn emit(&mut self, index: usize, message: &impl Message, now: Instant, out: &mut Vec<SourceRecord>) {
+        let (key, payload, offset) = (message.key(), message.payload(), message.offset());
         let (time, closed) = match self.phase {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
@@ -343,6 +335,7 @@ impl KafkaSource {
         let accepted = !matches!(record, SourceRecord::Rejected(..));
         out.push(record);
         // Under `clock = "records"`, an accepted record's timestamp is a clock reading.
+        let timestamp = message.timestamp().to_millis();
         if let (true, true, Some(timestamp)) = (self.records_clock, accepted, timestamp) {
             if let Ok(timestamp) = u64::try_from(timestamp) {
                 out.push(SourceRecord::Clock(time, timestamp));
@@ -429,16 +422,7 @@ impl KafkaSource {
                 paused.add_partition(&p.id.topic, p.id.partition);
             }
             for message in held {
-                let timestamp = message.timestamp().to_millis();
-                self.emit(
-                    index,
-                    message.key(),
-                    message.payload(),
-                    message.offset(),
-                    timestamp,
-                    now,
-                    out,
-                );
+                self.emit(index, &message, now, out);
             }
         }
         if paused.count() > 0 {
@@ -476,8 +460,7 @@ impl KafkaSource {
             }
             return Ok(());
         }
-        let timestamp = message.timestamp().to_millis();
-        self.emit(index, message.key(), message.payload(), offset, timestamp, now, out);
+        self.emit(index, message, now, out);
         let partition = &mut self.partitions[index];
         partition.at_end = false;
         if self.phase == Phase::Rebuilding && partition.next_offset >= partition.rebuild_until {
