@@ -357,6 +357,17 @@ mod tests {
     }
 
     #[test]
+    fn the_clock_is_the_wall_by_default_and_records_on_request() {
+        use crate::source::kafka::config::ClockSetting;
+        let load = |extra: &str| toml::from_str::<JobConfig>(&format!("[kafka]\nbrokers = \"b\"\n{extra}"));
+        assert_eq!(load("").unwrap().kafka.clock, ClockSetting::Wall);
+        assert_eq!(load("clock = \"records\"").unwrap().kafka.clock, ClockSetting::Records);
+        assert_eq!(load("clock = \"wall\"").unwrap().kafka.clock, ClockSetting::Wall);
+        let error = load("clock = \"local\"").unwrap_err().to_string();
+        assert!(error.contains("wall") && error.contains("records"), "{error}");
+    }
+
+    #[test]
     fn secrets_come_from_the_environment() {
         let mut config: JobConfig = toml::from_str(
             r#"
