@@ -126,17 +126,20 @@ pub fn campaign_windows<'scope>(
                 });
                 let passed = |time: &Time| !campaigns_frontier.less_equal(time) && !readings_frontier.less_equal(time);
                 let stopped = campaigns_frontier.is_empty() && readings_frontier.is_empty();
-                if let Some(held) = timer.take() {
-                    let time = *held.time();
-                    if stopped {
-                        // The clock never reaches it: nothing to emit, nothing to hold.
-                    } else if passed(&time) {
-                        pending.entry(time).or_insert_with(|| Pending::new(held));
-                    } else {
-                        timer = Some(held);
+                // A timer set below may already be passed (the frontier moved on while
+                // its time waited): the loop takes it at once rather than at the next move.
+                loop {
+                    if let Some(held) = timer.take() {
+                        let time = *held.time();
+                        if stopped {
+                            // The clock never reaches it: nothing to emit, nothing to hold.
+                        } else if passed(&time) {
+                            pending.entry(time).or_insert_with(|| Pending::new(held));
+                        } else {
+                            timer = Some(held);
+                        }
                     }
-                }
-                while let Some(entry) = pending.first_entry() {
+                    let Some(entry) = pending.first_entry() else { break };
                     let time = *entry.key();
                     if !passed(&time) {
                         break;
@@ -500,6 +503,9 @@ mod tests {
                 (1_131, "sale".into(), false)
             ]
         );
+        // A frontier that jumps past both bounds at once still forms both times, in order.
+        let jumped = under_the_wall_clock(campaign.clone(), &[1, 5_000]);
+        assert_eq!(jumped, emitted);
         // Inputs that stop before a bound end the wait: nothing is emitted for it.
         let stopped = under_the_wall_clock(campaign, &[1, 1_000, 1_100]);
         assert_eq!(stopped, vec![(0, "sale".into(), false)]);
