@@ -73,6 +73,21 @@ impl ClockRule {
         }
     }
 
+    /// How long until the wall clock reaches the instant `time` stands for, if it has not
+    /// yet: a live time's frontier may pass before its instant (the sources' frontiers
+    /// step ahead on the batching grid), and a window must not open before its bound.
+    fn early_by(&self, time: Time) -> Option<std::time::Duration> {
+        let ClockRule::Wall { base, .. } = *self else {
+            return None;
+        };
+        let due = EpochNanos::from_millis(time.checked_sub(base)?);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_nanos() as i128);
+        let early = u64::try_from(due.0 - now).ok().filter(|nanos| *nanos > 0)?;
+        Some(std::time::Duration::from_nanos(early))
+    }
+
     /// The first time whose clock reaches `bound`, if the clock gets there without a
     /// record (the wall clock).
     fn time_reaching(&self, bound: EpochNanos) -> Option<Time> {
@@ -104,7 +119,8 @@ pub fn campaign_windows<'scope>(
         Pipeline,
         Pipeline,
         "CampaignWindows",
-        move |_capability, _info| {
+        move |_capability, info| {
+            let activator = scope.activator_for(info.address);
             let mut pending: BTreeMap<Time, Pending> = BTreeMap::new();
             let mut schedule = Schedule::default();
             // Held at the time of the next bound the wall clock will reach.
@@ -143,6 +159,15 @@ pub fn campaign_windows<'scope>(
                     let time = *entry.key();
                     if !passed(&time) {
                         break;
+                    }
+                    // A time that opens or closes something waits for its instant: the
+                    // frontier can pass it up to a batching step early.
+                    if let Some(early) = clock.early_by(time) {
+                        let reading = clock.reading(time, schedule.clock);
+                        if schedule.changes_at(reading, &entry.get().campaigns) {
+                            activator.activate_after(early);
+                            break;
+                        }
                     }
                     let Pending {
                         capability,
@@ -272,6 +297,13 @@ impl Schedule {
             }
         }
         changes
+    }
+
+    /// Whether a time read at `reading` with these records may open or close a campaign:
+    /// a bound reached, or a record with a window.
+    fn changes_at(&mut self, reading: EpochNanos, records: &LatestUpserts<CampaignId, Campaign>) -> bool {
+        self.next_bound().is_some_and(|bound| bound <= reading)
+            || records.any_value(|value| value.is_some_and(|campaign| !campaign.window.is_unbounded()))
     }
 
     /// The earliest bound some campaign watches; stale entries on top are dropped.
@@ -443,6 +475,15 @@ mod tests {
     /// `frontiers` without a record after the first time, and stop; returns each
     /// (time, campaign, open) emitted.
     fn under_the_wall_clock(campaign: Campaign, frontiers: &[Time]) -> Vec<(Time, String, bool)> {
+        under_the_wall_clock_from(campaign, 50, frontiers)
+    }
+
+    /// As [`under_the_wall_clock`], the rebuild reading `before_base` ms.
+    fn under_the_wall_clock_from(
+        campaign: Campaign,
+        before_base: u64,
+        frontiers: &[Time],
+    ) -> Vec<(Time, String, bool)> {
         let (sink, captured) = std::sync::mpsc::channel();
         let frontiers = frontiers.to_vec();
         timely::execute_directly(move |worker| {
@@ -451,7 +492,7 @@ mod tests {
                 let (input, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
                 let clock = JobClock::Wall {
                     base: 1_000,
-                    before_base: 50,
+                    before_base,
                 };
                 campaign_windows(campaigns, clock)
                     .probe_with(&probe)
@@ -509,5 +550,37 @@ mod tests {
         // Inputs that stop before a bound end the wait: nothing is emitted for it.
         let stopped = under_the_wall_clock(campaign, &[1, 1_000, 1_100]);
         assert_eq!(stopped, vec![(0, "sale".into(), false)]);
+    }
+
+    #[test]
+    fn under_the_wall_clock_a_window_never_opens_before_its_instant() {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i128;
+        let starts_ms = now_ms + 300;
+        let campaign = Campaign {
+            window: Window {
+                starts_at: Some(at(starts_ms)),
+                ends_at: None,
+            },
+            ..Campaign::unrestricted()
+        };
+        // The frontier runs 10 s ahead of the wall clock at once, as a grid step does on
+        // a smaller scale: the opening still waits for its instant.
+        let began = std::time::Instant::now();
+        let emitted = under_the_wall_clock_from(campaign, now_ms as u64, &[1, 1_000 + now_ms as u64 + 10_000]);
+        let opened_after = began.elapsed();
+        assert_eq!(
+            emitted,
+            vec![
+                (0, "sale".into(), false),
+                (1_000 + starts_ms as u64, "sale".into(), true)
+            ]
+        );
+        assert!(
+            opened_after >= std::time::Duration::from_millis(290),
+            "{opened_after:?}"
+        );
     }
 }

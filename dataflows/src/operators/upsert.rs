@@ -52,6 +52,11 @@ impl<K: Hash + Eq, V> LatestUpserts<K, V> {
         self.latest.is_empty()
     }
 
+    /// Whether any winning record's value (`None`: a tombstone) meets `test`.
+    pub fn any_value(&self, mut test: impl FnMut(Option<&V>) -> bool) -> bool {
+        self.latest.values().any(|(_seq, value)| test(value.as_ref()))
+    }
+
     /// The winning records, in no particular order.
     pub fn into_latest(self) -> impl Iterator<Item = (K, Option<V>)> {
         self.latest.into_iter().map(|(key, (_seq, value))| (key, value))
