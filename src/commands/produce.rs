@@ -12,13 +12,39 @@ use anyhow::{bail, Context};
 use dataflows::decode::split_envelope;
 use dataflows::model::Topic;
 use indicatif::{ProgressBar, ProgressStyle};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
 
 use crate::cli::ProduceArgs;
 use crate::config::JobConfig;
 use crate::source::kafka::client::{admin_config, producer_config};
 use crate::source::kafka::config::KafkaConfig;
 use crate::source::kafka::topics::{ensure_topics, TopicSpec};
+
+/// Counts what the brokers refused (a timestamp past `log.message.timestamp.after.max.ms`,
+/// a record too large), which a producer otherwise drops without a word.
+#[derive(Default)]
+struct Deliveries {
+    failed: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _opaque: ()) {
+        if let Err((error, _message)) = result {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            let mut first = self.first_error.lock().expect("poisoned");
+            first.get_or_insert_with(|| error.to_string());
+        }
+    }
+}
 
 pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     let kafka = match &args.config {
@@ -50,8 +76,8 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         ],
     )?;
 
-    let producer: BaseProducer = producer_config(&kafka, &properties, "eligibility-produce")
-        .create()
+    let producer: BaseProducer<Deliveries> = producer_config(&kafka, &properties, "eligibility-produce")
+        .create_with_context(Deliveries::default())
         .context("cannot create the Kafka producer")?;
     let file = std::fs::File::open(&args.input).with_context(|| format!("cannot open {}", args.input.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -115,6 +141,15 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     if producer.in_flight_count() > 0 {
         bail!("{} records were not delivered", producer.in_flight_count());
+    }
+    let failed = producer.context().failed.load(Ordering::Relaxed);
+    if failed > 0 {
+        let error = producer.context().first_error.lock().expect("poisoned").clone();
+        bail!(
+            "the brokers refused {failed} of {sent} records (first: {}); a timestamp more than \
+             log.message.timestamp.after.max.ms (1 hour by default) ahead of the brokers' clock is refused",
+            error.unwrap_or_default()
+        );
     }
     eprintln!(
         "produced {sent} records to {}, {} and {} in {:.1} s; skipped {unreadable} lines without a usable envelope",

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use dataflows::decode::decode_envelope;
+use dataflows::decode::{decode_envelope, decode_line};
 use dataflows::reference::{PairState, ReferenceState};
 use eligibility::change_log::{fold_state, parse_change};
 
@@ -156,6 +156,30 @@ pub fn expected_state(lines: &[String]) -> PairState {
     state.pairs()
 }
 
+/// The brute-force state of a log of events with the job's clock (SPEC.md, "Campaign
+/// windows"): every accepted line applied, the clock at the greatest `timestamp` of the
+/// accepted lines (the beginning of time without one). Set `clock` to read it at another
+/// instant.
+pub fn reference_state(lines: &[String]) -> ReferenceState {
+    let mut state = ReferenceState::default();
+    for line in lines {
+        if let Ok(line) = decode_line(line.as_bytes()) {
+            state.apply(&line.record.key, &line.record.change);
+            if let Some(timestamp) = line.timestamp {
+                state.advance_clock(timestamp);
+            }
+        }
+    }
+    state
+}
+
+/// The pair state a log of events should lead to, by brute force, with the clock at the
+/// greatest timestamp of its accepted lines: file mode's state at the end of the log, and
+/// the Kafka job's under `clock = "records"`.
+pub fn expected_state_with_clock(lines: &[String]) -> PairState {
+    reference_state(lines).pairs()
+}
+
 /// The state the complete lines of a change log describe (empty if it does not exist yet).
 /// The job may be writing the log while a test polls it, so a partial last line (a buffer
 /// flushed mid-line) is not read yet.
@@ -206,11 +230,21 @@ pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> 
 
 /// Generates an event log with the project's generator.
 pub fn generated_lines(dir: &Path, products: u64, updates: u64, seed: u64) -> Vec<String> {
-    let path = dir.join(format!("generated-{seed}.jsonl"));
-    run_ok(&[
+    generated_lines_with(dir, products, updates, seed, &[])
+}
+
+/// [`generated_lines`] with more of `eligibility generate`'s options, e.g.
+/// `["--scheduled-campaigns", "0.5"]` (which turns on `--line-timestamps`).
+pub fn generated_lines_with(dir: &Path, products: u64, updates: u64, seed: u64, options: &[&str]) -> Vec<String> {
+    let path = match options.is_empty() {
+        true => dir.join(format!("generated-{seed}.jsonl")),
+        false => dir.join(format!("generated-{seed}-{}.jsonl", rand_suffix())),
+    };
+    let (products, updates, seed_text) = (products.to_string(), updates.to_string(), seed.to_string());
+    let mut args = vec![
         "generate",
         "--products",
-        &products.to_string(),
+        &products,
         "--sellers",
         "40",
         "--categories",
@@ -220,14 +254,16 @@ pub fn generated_lines(dir: &Path, products: u64, updates: u64, seed: u64) -> Ve
         "--campaigns",
         "12",
         "--updates",
-        &updates.to_string(),
+        &updates,
         "--malformed",
         "0.01",
         "--seed",
-        &seed.to_string(),
+        &seed_text,
         "--output",
         path_str(&path),
-    ]);
+    ];
+    args.extend_from_slice(options);
+    run_ok(&args);
     std::fs::read_to_string(&path)
         .unwrap()
         .lines()
