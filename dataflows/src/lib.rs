@@ -17,5 +17,5 @@ pub mod state;
 mod strategies;
 
 pub use eligibility::render_eligibility;
-pub use operators::campaign_windows::{ClockRule, JobClock};
 pub use model::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};
+pub use operators::campaign_windows::{ClockRule, JobClock};

@@ -5,7 +5,7 @@ mod support;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use dataflows::{render_eligibility, JobClock, Campaign, IdSet, PairChange, PairFigures, PairKey, Product};
+use dataflows::{render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product};
 use support::{change, figures, run, run_with, sorted_changes, Event, Inputs};
 use timely::dataflow::operators::capture::Capture;
 use timely::dataflow::operators::Input;
@@ -259,7 +259,13 @@ fn run_reconciled(
         let (mut inputs, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
             let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
             let (held_in, held) = scope.new_input();
-            let changes = render_eligibility(products, campaigns, categories, JobClock::stopped(scope), quiet.then_some(LIVE_FROM));
+            let changes = render_eligibility(
+                products,
+                campaigns,
+                categories,
+                JobClock::stopped(scope),
+                quiet.then_some(LIVE_FROM),
+            );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.
             reconcile_with_held(changes, held, LIVE_FROM, dataflows::hashing::pair_route).capture_into(send);
             (inputs, held_in)

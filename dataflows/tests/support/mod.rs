@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use dataflows::decode::Change;
 use dataflows::model::{CampaignId, ProductId};
 use dataflows::operators::{PairChanges, Upsert};
-use dataflows::{render_eligibility, JobClock, Campaign, Category, CategoryId, PairChange, PairFigures, PairKey, Product, Time};
+use dataflows::{
+    render_eligibility, Campaign, Category, CategoryId, JobClock, PairChange, PairFigures, PairKey, Product, Time,
+};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::capture::{Capture, Extract};
 use timely::dataflow::operators::generic::operator::empty;
