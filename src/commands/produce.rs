@@ -4,6 +4,9 @@
 //! configured names), the key and the value; the value's JSON text is sent as it is, so
 //! records the job will reject reach the topics too. A null value is a tombstone. Lines
 //! whose envelope cannot be read have no topic to go to: they are counted and reported.
+//! A line's `timestamp` is its record's timestamp; a line without one after the first that
+//! has one gets the greatest before it, so the records' clock (`[kafka] clock = "records"`)
+//! reads what file mode's does.
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -87,6 +90,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let (mut sent, mut unreadable) = (0u64, 0u64);
+    let (mut latest_timestamp, mut restamped) = (None::<u64>, 0u64);
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
     loop {
@@ -116,7 +120,19 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
             record = record.payload(value);
         }
         // The line's clock reading travels as the record's timestamp (`clock = "records"`).
-        if let Some(timestamp) = envelope.timestamp {
+        // A line without one, once the log has timestamps, gets the greatest so far, which
+        // moves that clock nowhere (the broker's "now" would move it to the present).
+        let timestamp = match envelope.timestamp {
+            Some(timestamp) => {
+                latest_timestamp = latest_timestamp.max(Some(timestamp));
+                Some(timestamp)
+            }
+            None => {
+                restamped += u64::from(latest_timestamp.is_some());
+                latest_timestamp
+            }
+        };
+        if let Some(timestamp) = timestamp {
             record = record.timestamp(timestamp as i64);
         }
         loop {
@@ -158,5 +174,8 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         kafka.categories_topic,
         started.elapsed().as_secs_f64()
     );
+    if restamped > 0 {
+        eprintln!("{restamped} lines without a timestamp, after the first that had one, took the greatest before them");
+    }
     Ok(())
 }

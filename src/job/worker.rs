@@ -47,6 +47,8 @@ struct JobInputs {
     checkpoints: InputHandle<Time, CapacityContainerBuilder<Vec<Checkpoint>>>,
     /// `None` when the clock does not follow the records.
     clock: Option<ClockReadings>,
+    /// Under the wall clock: where this worker's last frontier goes as it stops.
+    finals: Option<InputHandle<Time, CapacityContainerBuilder<Vec<Time>>>>,
 }
 
 /// The records' timestamps as clock readings: one per time, the greatest this worker read.
@@ -96,6 +98,18 @@ impl JobInputs {
             if let Some(clock) = self.clock.as_mut() {
                 clock.advance_to(time);
             }
+            if let Some(finals) = self.finals.as_mut() {
+                finals.advance_to(time);
+            }
+        }
+    }
+
+    /// Closes the inputs; under the wall clock, after telling every worker how far this
+    /// one got, so that all decide alike which waiting window bound the job reached.
+    fn close(mut self) {
+        let time = self.time();
+        if let Some(finals) = self.finals.as_mut() {
+            finals.send(time);
         }
     }
 
@@ -302,12 +316,24 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         };
         let (rejected_in, rejected) = scope.new_input::<Vec<DeadLetter>>();
         let (checkpoints_in, checkpoints) = scope.new_input::<Vec<Checkpoint>>();
-        let (clock_in, clock) = match job.source.clock(live_from) {
+        let (clock_in, finals_in, clock) = match job.source.clock(live_from) {
             ClockRule::Records => {
                 let (input, readings) = scope.new_input::<Vec<u64>>();
-                (Some(ClockReadings { input, latest: None }), JobClock::Records(readings))
+                (
+                    Some(ClockReadings { input, latest: None }),
+                    None,
+                    JobClock::Records(readings),
+                )
             }
-            ClockRule::Wall { base, before_base } => (None, JobClock::Wall { base, before_base }),
+            ClockRule::Wall { base, before_base } => {
+                let (input, finals) = scope.new_input::<Vec<Time>>();
+                let clock = JobClock::Wall {
+                    base,
+                    before_base,
+                    finals,
+                };
+                (None, Some(input), clock)
+            }
         };
 
         let changes = render_eligibility(products, campaigns, categories, clock, live_from);
@@ -370,6 +396,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             rejected: rejected_in,
             checkpoints: checkpoints_in,
             clock: clock_in,
+            finals: finals_in,
         };
         (inputs, held_inputs)
     });
@@ -428,7 +455,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
         }
         worker.step_or_park(Some(if idle { source.idle_wait() } else { Duration::ZERO }));
     }
-    drop(inputs);
+    inputs.close();
     held.poll(worker, Time::MAX, true)?;
     while !watch.probe.done() {
         worker.step_or_park(Some(Duration::from_millis(1)));

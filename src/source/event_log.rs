@@ -59,6 +59,7 @@ impl SourceFactory for EventLogFactory {
             next_line: 0,
             line: Vec::new(),
             exhausted: false,
+            reading: None,
         }))
     }
 }
@@ -81,6 +82,8 @@ pub struct EventLogSource {
     next_line: u64,
     line: Vec<u8>,
     exhausted: bool,
+    /// The greatest timestamp read at a time, handed out once per time and poll.
+    reading: Option<(Time, u64)>,
 }
 
 impl EventLogSource {
@@ -146,12 +149,18 @@ impl Source for EventLogSource {
                 text = stripped.strip_suffix(b"\r").unwrap_or(stripped);
             }
             let time = self.time_of(line_number);
+            // The previous time's reading goes out before this time's first record.
+            if let Some((at, latest)) = self.reading.filter(|(at, _)| *at != time) {
+                out.push(SourceRecord::Clock(at, latest));
+                self.reading = None;
+            }
             match decode_line(text) {
                 Ok(line) => {
                     out.push(SourceRecord::from_record(time, line_number, line.record));
-                    // Only an accepted line moves the clock.
+                    // Only an accepted line moves the clock; one reading per time and poll.
                     if let Some(timestamp) = line.timestamp {
-                        out.push(SourceRecord::Clock(time, timestamp));
+                        let latest = self.reading.map_or(timestamp, |(_, latest)| latest.max(timestamp));
+                        self.reading = Some((time, latest));
                     }
                 }
                 Err(error) => out.push(SourceRecord::Rejected(
@@ -160,6 +169,9 @@ impl Source for EventLogSource {
                 )),
             }
             produced += 1;
+        }
+        if let Some((time, latest)) = self.reading.take() {
+            out.push(SourceRecord::Clock(time, latest));
         }
         Ok(if self.exhausted {
             SourceStatus::Exhausted
@@ -298,6 +310,10 @@ mod tests {
             .collect();
         // A late reading is handed out as read; the clock keeps the greatest.
         assert_eq!(readings, vec![(0, 1000), (2, 700)]);
+        assert!(
+            out.windows(2).all(|pair| pair[0].time() <= pair[1].time()),
+            "in time order"
+        );
         let rejected = out.iter().filter(|r| matches!(r, SourceRecord::Rejected(..))).count();
         assert_eq!(rejected, 2);
     }

@@ -36,6 +36,10 @@ use crate::instant::EpochNanos;
 use crate::model::{Campaign, CampaignId, Time, Window};
 use crate::operators::upsert::{LatestUpserts, Upsert};
 
+/// The longest a time waits for the wall clock to reach its instant: a batching step is
+/// at most a few hundred milliseconds.
+const MAX_EARLY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Where the job's clock comes from.
 pub enum JobClock<'scope> {
     /// The records' timestamps (ms since the epoch) read at each time, from any worker:
@@ -43,8 +47,14 @@ pub enum JobClock<'scope> {
     /// the beginning of time.
     Records(Stream<'scope, Time, Vec<u64>>),
     /// The wall clock: a time at or above `base` stands for `time - base` ms since the
-    /// epoch; the times below it (a rebuild's chunks) read `before_base` ms.
-    Wall { base: Time, before_base: u64 },
+    /// epoch; the times below it (a rebuild's chunks) read `before_base` ms. `finals`:
+    /// each worker's input frontier as it stops (sent once, before its inputs close), so
+    /// that every worker decides alike which waiting bound the job reached before stopping.
+    Wall {
+        base: Time,
+        before_base: u64,
+        finals: Stream<'scope, Time, Vec<Time>>,
+    },
 }
 
 impl<'scope> JobClock<'scope> {
@@ -76,7 +86,10 @@ impl ClockRule {
     /// How long until the wall clock reaches the instant `time` stands for, if it has not
     /// yet: a live time's frontier may pass before its instant (the sources' frontiers
     /// step ahead on the batching grid), and a window must not open before its bound.
-    fn early_by(&self, time: Time) -> Option<std::time::Duration> {
+    /// Returns the wait and the wall clock now. A wait longer than [`MAX_EARLY`] is not
+    /// one of the grid's: this host's clock is behind the one that formed the time (a step
+    /// back, skew between processes), and output does not stall on it.
+    fn early_by(&self, time: Time) -> Option<(std::time::Duration, EpochNanos)> {
         let ClockRule::Wall { base, .. } = *self else {
             return None;
         };
@@ -85,7 +98,8 @@ impl ClockRule {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_nanos() as i128);
         let early = u64::try_from(due.0 - now).ok().filter(|nanos| *nanos > 0)?;
-        Some(std::time::Duration::from_nanos(early))
+        let early = std::time::Duration::from_nanos(early);
+        (early <= MAX_EARLY).then_some((early, EpochNanos(now)))
     }
 
     /// The first time whose clock reaches `bound`, if the clock gets there without a
@@ -107,15 +121,17 @@ pub fn campaign_windows<'scope>(
     clock: JobClock<'scope>,
 ) -> Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>> {
     let scope = campaigns.scope();
-    let (readings, clock) = match clock {
+    // Records: timestamps (ms); wall: the workers' final frontiers. Both reach every worker.
+    let (second, clock) = match clock {
         JobClock::Records(readings) => (readings.broadcast(), ClockRule::Records),
-        JobClock::Wall { base, before_base } => (
-            timely::dataflow::operators::generic::operator::empty(scope),
-            ClockRule::Wall { base, before_base },
-        ),
+        JobClock::Wall {
+            base,
+            before_base,
+            finals,
+        } => (finals.broadcast(), ClockRule::Wall { base, before_base }),
     };
     campaigns.binary_frontier::<_, CapacityContainerBuilder<Vec<Upsert<CampaignId, Campaign>>>, _, _, _, _>(
-        readings,
+        second,
         Pipeline,
         Pipeline,
         "CampaignWindows",
@@ -125,7 +141,9 @@ pub fn campaign_windows<'scope>(
             let mut schedule = Schedule::default();
             // Held at the time of the next bound the wall clock will reach.
             let mut timer: Option<Capability<Time>> = None;
-            move |(campaigns_in, campaigns_frontier), (readings_in, readings_frontier), output| {
+            // The wall clock's stop: the least final frontier of the workers.
+            let mut finals: Option<Time> = None;
+            move |(campaigns_in, campaigns_frontier), (second_in, second_frontier), output| {
                 campaigns_in.for_each(|capability, data| {
                     let time = *capability.least().expect("a totally ordered stamp has a least time");
                     let entry = pending
@@ -133,22 +151,31 @@ pub fn campaign_windows<'scope>(
                         .or_insert_with(|| Pending::new(capability.retain_least(0).expect("a least time")));
                     data.drain(..).for_each(|update| entry.campaigns.offer(update));
                 });
-                readings_in.for_each(|capability, data| {
-                    let time = *capability.least().expect("a totally ordered stamp has a least time");
-                    let entry = pending
-                        .entry(time)
-                        .or_insert_with(|| Pending::new(capability.retain_least(0).expect("a least time")));
-                    entry.latest_reading = data.drain(..).max().max(entry.latest_reading);
+                second_in.for_each(|capability, data| match clock {
+                    ClockRule::Records => {
+                        let time = *capability.least().expect("a totally ordered stamp has a least time");
+                        let entry = pending
+                            .entry(time)
+                            .or_insert_with(|| Pending::new(capability.retain_least(0).expect("a least time")));
+                        entry.latest_reading = data.drain(..).max().max(entry.latest_reading);
+                    }
+                    ClockRule::Wall { .. } => {
+                        finals = data.drain(..).chain(finals).min();
+                    }
                 });
-                let passed = |time: &Time| !campaigns_frontier.less_equal(time) && !readings_frontier.less_equal(time);
-                let stopped = campaigns_frontier.is_empty() && readings_frontier.is_empty();
+                let passed = |time: &Time| !campaigns_frontier.less_equal(time) && !second_frontier.less_equal(time);
+                let stopped = campaigns_frontier.is_empty() && second_frontier.is_empty();
                 // A timer set below may already be passed (the frontier moved on while
                 // its time waited): the loop takes it at once rather than at the next move.
                 loop {
                     if let Some(held) = timer.take() {
                         let time = *held.time();
                         if stopped {
-                            // The clock never reaches it: nothing to emit, nothing to hold.
+                            // Reached if every worker's input had passed it when it stopped
+                            // (the same on every worker); else never: nothing to emit.
+                            if finals.is_some_and(|last| time < last) {
+                                pending.entry(time).or_insert_with(|| Pending::new(held));
+                            }
                         } else if passed(&time) {
                             pending.entry(time).or_insert_with(|| Pending::new(held));
                         } else {
@@ -162,9 +189,9 @@ pub fn campaign_windows<'scope>(
                     }
                     // A time that opens or closes something waits for its instant: the
                     // frontier can pass it up to a batching step early.
-                    if let Some(early) = clock.early_by(time) {
+                    if let Some((early, now)) = clock.early_by(time) {
                         let reading = clock.reading(time, schedule.clock);
-                        if schedule.changes_at(reading, &entry.get().campaigns) {
+                        if schedule.changes_at(now, reading, &entry.get().campaigns) {
                             activator.activate_after(early);
                             break;
                         }
@@ -252,19 +279,26 @@ impl Schedule {
                 }
                 Some(campaign) => {
                     let open = campaign.window.is_open_at(clock);
-                    let watching = campaign.window.next_bound_after(clock);
-                    if let Some(bound) = watching {
-                        self.bounds.push(Reverse((bound, id.clone())));
-                    }
                     let seen = open.then(|| criteria(&campaign));
-                    self.campaigns.insert(
-                        id.clone(),
-                        Scheduled {
-                            campaign,
-                            open,
-                            watching,
-                        },
-                    );
+                    if campaign.window.is_unbounded() {
+                        // Always open while it exists: nothing to watch or keep.
+                        self.campaigns.remove(&id);
+                    } else {
+                        let watching = campaign.window.next_bound_after(clock);
+                        let watched = self.campaigns.get(&id).and_then(|scheduled| scheduled.watching);
+                        // An edit that keeps the bound keeps its entry, still current.
+                        if let Some(bound) = watching.filter(|_| watching != watched) {
+                            self.bounds.push(Reverse((bound, id.clone())));
+                        }
+                        self.campaigns.insert(
+                            id.clone(),
+                            Scheduled {
+                                campaign,
+                                open,
+                                watching,
+                            },
+                        );
+                    }
                     seen
                 }
             };
@@ -274,6 +308,7 @@ impl Schedule {
                 value: seen,
             });
         }
+        self.compact();
         while let Some(Reverse((bound, _))) = self.bounds.peek() {
             if *bound > clock {
                 break;
@@ -299,11 +334,34 @@ impl Schedule {
         changes
     }
 
-    /// Whether a time read at `reading` with these records may open or close a campaign:
-    /// a bound reached, or a record with a window.
-    fn changes_at(&mut self, reading: EpochNanos, records: &LatestUpserts<CampaignId, Campaign>) -> bool {
+    /// Whether a time read at `reading`, early (the wall clock is at `now`), would open or
+    /// close a campaign before its instant: a bound reached by the reading, or a record
+    /// with a bound between the two.
+    fn changes_at(
+        &mut self,
+        now: EpochNanos,
+        reading: EpochNanos,
+        records: &LatestUpserts<CampaignId, Campaign>,
+    ) -> bool {
+        let early = |bound: Option<EpochNanos>| bound.is_some_and(|bound| now < bound && bound <= reading);
         self.next_bound().is_some_and(|bound| bound <= reading)
-            || records.any_value(|value| value.is_some_and(|campaign| !campaign.window.is_unbounded()))
+            || records.any_value(|value| {
+                value.is_some_and(|campaign| early(campaign.window.starts_at) || early(campaign.window.ends_at))
+            })
+    }
+
+    /// Rebuilds the heap from the bounds watched once stale entries (moved bounds, deleted
+    /// campaigns, far from the top) outnumber them: its size follows the campaigns, not
+    /// the edits.
+    fn compact(&mut self) {
+        if self.bounds.len() <= 2 * self.campaigns.len() + 1024 {
+            return;
+        }
+        self.bounds = self
+            .campaigns
+            .iter()
+            .filter_map(|(id, scheduled)| scheduled.watching.map(|bound| Reverse((bound, id.clone()))))
+            .collect();
     }
 
     /// The earliest bound some campaign watches; stale entries on top are dropped.
@@ -454,6 +512,32 @@ mod tests {
     }
 
     #[test]
+    fn the_bounds_heap_follows_the_campaigns_not_the_edits() {
+        let mut schedule = Schedule::default();
+        for edit in 0..5_000 {
+            // An edit that keeps its bound keeps its one entry…
+            schedule.advance(at(0), records(vec![("kept", Some(scheduled(Some(1_000_000), None)))]));
+            // …one that moves it leaves a stale entry, compacted away in time.
+            let moved = scheduled(Some(2_000_000 + edit), None);
+            schedule.advance(at(0), records(vec![("moved", Some(moved))]));
+        }
+        assert!(schedule.bounds.len() <= 2 * 2 + 1024 + 2, "{}", schedule.bounds.len());
+        // A campaign without a window is always open: nothing is kept for it.
+        schedule.advance(at(0), records(vec![("plain", Some(scheduled(None, None)))]));
+        assert!(!schedule.campaigns.contains_key("plain"));
+        assert_eq!(schedule.next_bound(), Some(at(1_000_000)));
+        assert_eq!(
+            seen(schedule.advance(at(1_000_000), records(vec![]))),
+            vec![("kept".into(), true)]
+        );
+        assert!(seen(schedule.advance(at(2_004_998), records(vec![]))).is_empty());
+        assert_eq!(
+            seen(schedule.advance(at(2_004_999), records(vec![]))),
+            vec![("moved".into(), true)]
+        );
+    }
+
+    #[test]
     fn bounds_compare_to_the_nanosecond() {
         let mut schedule = Schedule::default();
         let campaign = Campaign {
@@ -475,7 +559,7 @@ mod tests {
     /// `frontiers` without a record after the first time, and stop; returns each
     /// (time, campaign, open) emitted.
     fn under_the_wall_clock(campaign: Campaign, frontiers: &[Time]) -> Vec<(Time, String, bool)> {
-        under_the_wall_clock_from(campaign, 50, frontiers)
+        under_the_wall_clock_from(campaign, 50, frontiers, false)
     }
 
     /// As [`under_the_wall_clock`], the rebuild reading `before_base` ms.
@@ -483,31 +567,41 @@ mod tests {
         campaign: Campaign,
         before_base: u64,
         frontiers: &[Time],
+        jump_at_stop: bool,
     ) -> Vec<(Time, String, bool)> {
         let (sink, captured) = std::sync::mpsc::channel();
         let frontiers = frontiers.to_vec();
         timely::execute_directly(move |worker| {
             let probe = ProbeHandle::new();
-            let mut input = worker.dataflow::<Time, _, _>(|scope| {
+            let (mut input, mut finals) = worker.dataflow::<Time, _, _>(|scope| {
                 let (input, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
+                let (finals_in, finals) = scope.new_input::<Vec<Time>>();
                 let clock = JobClock::Wall {
                     base: 1_000,
                     before_base,
+                    finals,
                 };
                 campaign_windows(campaigns, clock)
                     .probe_with(&probe)
                     .capture_into(sink.clone());
-                input
+                (input, finals_in)
             });
             input.send(Upsert {
                 key: "sale".to_owned(),
                 seq: 0,
                 value: Some(campaign),
             });
-            for frontier in frontiers {
+            let last = frontiers.len().saturating_sub(1);
+            for (n, frontier) in frontiers.into_iter().enumerate() {
                 input.advance_to(frontier);
-                worker.step_while(|| probe.less_than(input.time()));
+                finals.advance_to(frontier);
+                // Jumping: the last frontier and the stop reach the operator together.
+                if !(jump_at_stop && n == last) {
+                    worker.step_while(|| probe.less_than(input.time()));
+                }
             }
+            // As the job's worker stops: its last frontier, then the inputs close.
+            finals.send(*input.time());
         });
         let mut emitted = Vec::new();
         for event in captured.try_iter() {
@@ -547,6 +641,13 @@ mod tests {
         // A frontier that jumps past both bounds at once still forms both times, in order.
         let jumped = under_the_wall_clock(campaign.clone(), &[1, 5_000]);
         assert_eq!(jumped, emitted);
+        // Inputs that stop past the start and before the end: the opening only.
+        let stopped_open = under_the_wall_clock(campaign.clone(), &[1, 1_125]);
+        assert_eq!(stopped_open, emitted[..2].to_vec());
+        // A worker that sees its frontier pass both bounds only as the job stops still
+        // forms both times: the workers' final frontiers decide, alike on every worker.
+        let jumped_at_stop = under_the_wall_clock_from(campaign.clone(), 50, &[1, 5_000], true);
+        assert_eq!(jumped_at_stop, emitted);
         // Inputs that stop before a bound end the wait: nothing is emitted for it.
         let stopped = under_the_wall_clock(campaign, &[1, 1_000, 1_100]);
         assert_eq!(stopped, vec![(0, "sale".into(), false)]);
@@ -569,7 +670,7 @@ mod tests {
         // The frontier runs 10 s ahead of the wall clock at once, as a grid step does on
         // a smaller scale: the opening still waits for its instant.
         let began = std::time::Instant::now();
-        let emitted = under_the_wall_clock_from(campaign, now_ms as u64, &[1, 1_000 + now_ms as u64 + 10_000]);
+        let emitted = under_the_wall_clock_from(campaign, now_ms as u64, &[1, 1_000 + now_ms as u64 + 10_000], false);
         let opened_after = began.elapsed();
         assert_eq!(
             emitted,

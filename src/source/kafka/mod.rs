@@ -88,7 +88,10 @@ impl SourceFactory for KafkaSourceFactory {
             ClockSetting::Records => ClockRule::Records,
             ClockSetting::Wall => ClockRule::Wall {
                 base: LIVE_TIME_BASE,
-                before_base: live_from.unwrap_or_else(live_time_now).saturating_sub(LIVE_TIME_BASE),
+                // Agreed by every worker; a clock read here would differ between them.
+                before_base: live_from
+                    .expect("a Kafka job agrees on its first live time before its dataflow")
+                    .saturating_sub(LIVE_TIME_BASE),
             },
         }
     }
