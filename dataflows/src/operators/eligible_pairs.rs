@@ -104,8 +104,12 @@ pub fn eligible_pairs<'scope>(
                 } = entry.remove();
                 state.apply_campaigns(campaigns);
                 state.apply_tree(ancestors);
+                let records = products.len();
                 state.apply_products(&mut products);
                 if recycled.len() < 2 {
+                    // A map grown by a rebuild chunk would be swept whole at every small
+                    // live time: it keeps room for what this time held, not its peak.
+                    products.shrink_for(records);
                     recycled.push(products);
                 }
                 let used = state.scratch_used();
@@ -166,10 +170,12 @@ impl Matcher {
         // Campaigns without list criteria, met by one scan of the share after the loop.
         let mut scanned: Vec<(Tag, Option<Campaign>, Option<Campaign>)> = Vec::new();
         for (id, new) in changes.into_latest() {
-            let old = self.campaigns.upsert(&id, new.clone());
-            if old == new {
+            // An identical re-send (or a closed campaign's tombstone repeated) changes
+            // nothing: no re-index, and the per-category lists stay prepared.
+            if self.campaigns.get(&id) == new.as_ref() {
                 continue;
             }
+            let old = self.campaigns.upsert(&id, new.clone());
             let tag = tag_of(&id);
             let (old_keyed, old_scanned) = split_index(old.as_ref());
             let (new_keyed, new_scanned) = split_index(new.as_ref());

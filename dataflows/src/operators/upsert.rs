@@ -52,6 +52,19 @@ impl<K: Hash + Eq, V> LatestUpserts<K, V> {
         self.latest.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.latest.len()
+    }
+
+    /// Gives back the room beyond what `records` (a time's count) needs, with a floor, so
+    /// that a map reused after a large time is not drained bucket by bucket at every small one.
+    pub fn shrink_for(&mut self, records: usize) {
+        let room = 2 * records.max(4_096);
+        if self.latest.capacity() > 2 * room {
+            self.latest.shrink_to(room);
+        }
+    }
+
     /// Whether any winning record's value (`None`: a tombstone) meets `test`.
     pub fn any_value(&self, mut test: impl FnMut(Option<&V>) -> bool) -> bool {
         self.latest.values().any(|(_seq, value)| test(value.as_ref()))

@@ -66,6 +66,11 @@ pub struct CampaignTable {
 }
 
 impl CampaignTable {
+    /// The campaign `id` as stored, if any.
+    pub fn get(&self, id: &CampaignId) -> Option<&Campaign> {
+        self.by_id.get(id).map(|stored| &stored.campaign)
+    }
+
     /// Replaces the campaign `id` (`None` deletes it) and returns what was there.
     pub fn upsert(&mut self, id: &CampaignId, new: Option<Campaign>) -> Option<Campaign> {
         self.through_category = None;
