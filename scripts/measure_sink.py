@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """End-to-end cost of writing: the job on a real Kafka broker and search node, side by side.
 
-For each variant (a job configuration), on one generated marketplace:
+For each marketplace size and each variant (a job configuration):
   1. load the marketplace and wait until the index holds it;
-  2. a flood of product updates, produced as fast as the broker takes them: the document
-     writes the sink sent, against the distinct pairs whose figures the flood changed (the
-     index before and after, compared) and the changed (pair, time) rows the sink was handed;
-  3. a steady stream at a fixed rate: the job's CPU (utime + stime of its process);
+  2. a flood of product updates in two shapes, a burst produced as fast as the broker takes
+     it and the same number spread over seconds (--spread-rate): the document writes the sink
+     sent, against the distinct pairs whose figures the flood changed (the index before and
+     after, compared) and the changed (pair, time) rows the sink was handed;
+  3. a steady stream at a fixed rate, of product updates only and then with the generator's
+     campaign edits (1% of its updates): the job's CPU (utime + stime of its process);
   4. a quiet stream: one change at a time, the time until a GET by id on the index shows it.
 
 Needs: a running broker and node (scripts/kafka.sh start, scripts/elasticsearch.sh start),
 `cargo build --release`, and `pip install confluent-kafka requests`. Results go to stdout as
 a Markdown table and, with --json, to a file. docs/benchmarks.md shows a run.
 
-    scripts/measure_sink.py --products 300000 --campaigns 100 --flood 100000
+    scripts/measure_sink.py --products 100000,300000 --campaigns 100 --flood 100000
 """
 
 import argparse
@@ -167,7 +169,7 @@ path = "{work / (slug + '.rejected.jsonl')}"
 [metrics]
 listen = "127.0.0.1:{port}"
 """)
-    base, flood, steady = lines
+    base, flood, spread_flood, steady_products, steady_mixed = lines
     base_file = work / "base.jsonl"
     base_file.write_text("\n".join(base) + "\n")
     subprocess.run([BINARY, "produce", "--input", base_file, "--config", config, "--partitions", "3"],
@@ -189,42 +191,58 @@ listen = "127.0.0.1:{port}"
         caught_up(port, args.brokers, topics.values())
         loaded = time.time() - job_started
 
-        # The flood.
-        before = metrics(port)
-        held_before = snapshot(es, index)
-        started = time.time()
-        produce_lines(bulk_producer, topics, flood)
-        caught_up(port, args.brokers, topics.values())
-        flood_seconds = time.time() - started
-        after = metrics(port)
-        held_after = snapshot(es, index)
-        # The pairs whose figures the flood changed (created, ended or different).
-        distinct = sum(1 for pair in held_before.keys() | held_after.keys()
-                       if held_before.get(pair) != held_after.get(pair))
-        flood_rows = (after["eligibility_pairs_upserted_total"] - before["eligibility_pairs_upserted_total"]
-                      + after["eligibility_pairs_deleted_total"] - before["eligibility_pairs_deleted_total"])
-        writes = (after["eligibility_sink_documents_written_total"] - before["eligibility_sink_documents_written_total"]
-                  + after["eligibility_sink_documents_deleted_total"] - before["eligibility_sink_documents_deleted_total"])
-        coalesced = (after.get("eligibility_sink_writes_coalesced_total", 0)
-                     - before.get("eligibility_sink_writes_coalesced_total", 0))
-        batches = after["eligibility_batches_closed_total"] - before["eligibility_batches_closed_total"]
+        def flood_of(lines, produce):
+            """Produces a flood and measures what the sink wrote for it."""
+            before = metrics(port)
+            held_before = snapshot(es, index)
+            started = time.time()
+            produce(lines)
+            caught_up(port, args.brokers, topics.values())
+            seconds = time.time() - started
+            after = metrics(port)
+            held_after = snapshot(es, index)
+            moved = lambda name: after.get(name, 0) - before.get(name, 0)
+            # The pairs whose figures the flood changed (created, ended or different).
+            distinct = sum(1 for pair in held_before.keys() | held_after.keys()
+                           if held_before.get(pair) != held_after.get(pair))
+            writes = (moved("eligibility_sink_documents_written_total")
+                      + moved("eligibility_sink_documents_deleted_total"))
+            return {
+                "updates": len(lines),
+                "seconds": seconds,
+                "rows": moved("eligibility_pairs_upserted_total") + moved("eligibility_pairs_deleted_total"),
+                "distinct_pairs": distinct,
+                "document_writes": writes,
+                "writes_coalesced": moved("eligibility_sink_writes_coalesced_total"),
+                "batches": moved("eligibility_batches_closed_total"),
+                "writes_per_distinct_pair": writes / max(distinct, 1),
+            }
 
-        # The steady stream.
-        cpu_before, wall_before = cpu_seconds(job.pid), time.time()
-        batches_before = metrics(port)["eligibility_batches_closed_total"]
-        profiler = None
-        if args.perf:
-            # A profile of the steady stream only (it costs CPU: not for the figures).
-            profiler = subprocess.Popen(["perf", "record", "-g", "-F", "499", "-p", str(job.pid),
-                                         "-o", str(args.perf / f"{slug}.perf.data")],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        produce_lines(producer, topics, steady, rate=args.rate)
-        if profiler:
-            profiler.send_signal(signal.SIGINT)
-            profiler.wait()
-        cores = (cpu_seconds(job.pid) - cpu_before) / (time.time() - wall_before)
-        steady_batches = (metrics(port)["eligibility_batches_closed_total"] - batches_before) / (time.time() - wall_before)
-        caught_up(port, args.brokers, topics.values())
+        def steady_of(lines, label):
+            """Produces a steady stream and measures the job's CPU over it."""
+            cpu_before, wall_before = cpu_seconds(job.pid), time.time()
+            batches_before = metrics(port)["eligibility_batches_closed_total"]
+            profiler = None
+            if args.perf:
+                # A profile of the steady stream only (it costs CPU: not for the figures).
+                profiler = subprocess.Popen(["perf", "record", "-g", "-F", "499", "-p", str(job.pid),
+                                             "-o", str(args.perf / f"{slug}-{label}.perf.data")],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            produce_lines(producer, topics, lines, rate=args.rate)
+            if profiler:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait()
+            elapsed = time.time() - wall_before
+            cores = (cpu_seconds(job.pid) - cpu_before) / elapsed
+            batches = (metrics(port)["eligibility_batches_closed_total"] - batches_before) / elapsed
+            caught_up(port, args.brokers, topics.values())
+            return cores, batches
+
+        burst = flood_of(flood, lambda lines: produce_lines(bulk_producer, topics, lines))
+        spread = flood_of(spread_flood, lambda lines: produce_lines(bulk_producer, topics, lines, rate=args.spread_rate))
+        pairs = len(snapshot(es, index))
+        cores, steady_batches = steady_of(steady_products, "products")
+        mixed_cores, mixed_batches = steady_of(steady_mixed, "mixed")
 
         # The quiet stream: one change at a time, each visible as a new eligible_stock.
         produce_lines(producer, topics, [
@@ -253,18 +271,17 @@ listen = "127.0.0.1:{port}"
             sys.exit(f"{name}: {misplaced:.0f} records on another partition than murmur2 gives their key")
         return {
             "variant": name,
+            "products": args.products,
+            "pairs": pairs,
             "load_seconds": loaded,
-            "flood_updates": len(flood),
-            "flood_seconds": flood_seconds,
-            "flood_rows": flood_rows,
-            "flood_distinct_pairs": distinct,
-            "flood_document_writes": writes,
-            "flood_writes_coalesced": coalesced,
-            "flood_batches": batches,
-            "writes_per_distinct_pair": writes / max(distinct, 1),
+            "burst": burst,
+            "spread": spread,
+            "spread_rate": args.spread_rate,
             "steady_rate": args.rate,
             "steady_cores": cores,
             "steady_batches_per_second": steady_batches,
+            "steady_mixed_cores": mixed_cores,
+            "steady_mixed_batches_per_second": mixed_batches,
             "fresh_p50_ms": statistics.median(latencies),
             "fresh_p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
             "fresh_slowest_ms": latencies[-5:],
@@ -277,16 +294,36 @@ listen = "127.0.0.1:{port}"
         requests.delete(f"{es}/{index}-refused", timeout=30)
 
 
+def lines_for(args, products, work):
+    """One marketplace of `products` and its streams: base, burst, spread, steady (products
+    only), steady (with campaign edits)."""
+    steady_count = int(args.rate * args.steady_seconds)
+    # A few more updates than the steady stream needs, for when its campaign edits are left out.
+    steady_generated = steady_count + steady_count // 20
+    generated = work / f"events-{products}.jsonl"
+    updates = 2 * args.flood + 2 * steady_generated
+    subprocess.run([BINARY, "generate", "--products", str(products), "--campaigns", str(args.campaigns),
+                    "--sellers", str(max(products // 150, 10)), "--updates", str(updates),
+                    "--malformed", "0", "--tree-depth", "0", "--output", generated], check=True)
+    all_lines = generated.read_text().splitlines()
+    base_count = len(all_lines) - updates
+    at = base_count
+    burst, spread = all_lines[at:at + args.flood], all_lines[at + args.flood:at + 2 * args.flood]
+    at += 2 * args.flood
+    products_only = [line for line in all_lines[at:at + steady_generated] if json.loads(line)["topic"] == "products"]
+    mixed = all_lines[at + steady_generated:]
+    return (all_lines[:base_count], burst, spread, products_only[:steady_count], mixed[:steady_count])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--products", type=int, default=300_000)
+    parser.add_argument("--products", default="300000", help="comma-separated marketplace sizes, each measured")
     parser.add_argument("--campaigns", type=int, default=100)
     parser.add_argument("--flood", type=int, default=100_000)
+    parser.add_argument("--spread-rate", type=float, default=20_000,
+                        help="updates per second of the spread flood (the same count as the burst)")
     parser.add_argument("--rate", type=float, default=2_000, help="steady updates per second")
     parser.add_argument("--steady-seconds", type=float, default=30)
-    parser.add_argument("--steady-products-only", action="store_true",
-                        help="the steady stream without its campaign edits (the generator edits a campaign in 1%% "
-                             "of its updates: 20 edits/s at 2,000/s, each meeting the products under its criteria)")
     parser.add_argument("--samples", type=int, default=200, help="quiet changes timed")
     parser.add_argument("--quiet-gap", type=float, default=0.2, help="seconds between quiet changes")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names")
@@ -295,35 +332,27 @@ def main():
     parser.add_argument("--perf", type=Path, help="record a perf profile of the steady stream into this folder")
     args = parser.parse_args()
     es = os.environ.get("ELIGIBILITY_SEARCH_URL", "http://127.0.0.1:9200")
-    steady_count = int(args.rate * args.steady_seconds)
-    # A few more updates than the steady stream needs, for when its campaign edits are left out.
-    steady_generated = steady_count + steady_count // 20
     work = Path(tempfile.mkdtemp(prefix="measure-sink-"))
-    generated = work / "events.jsonl"
-    subprocess.run([BINARY, "generate", "--products", str(args.products), "--campaigns", str(args.campaigns),
-                    "--sellers", str(max(args.products // 150, 10)), "--updates", str(args.flood + steady_generated),
-                    "--malformed", "0", "--tree-depth", "0", "--output", generated], check=True)
-    all_lines = generated.read_text().splitlines()
-    base_count = len(all_lines) - args.flood - steady_generated
-    steady = all_lines[base_count + args.flood:]
-    if args.steady_products_only:
-        steady = [line for line in steady if json.loads(line)["topic"] == "products"]
-    steady = steady[:steady_count]
-    lines = (all_lines[:base_count], all_lines[base_count:base_count + args.flood], steady)
     results = []
-    for name in args.variants.split(","):
-        workers, batching = VARIANTS[name]
-        print(f"== {name}", file=sys.stderr)
-        results.append(run_variant(name, workers, batching, lines, args, es, work))
-    print(f"{args.products} products, {args.campaigns} campaigns; a flood of {args.flood} updates; "
-          f"{args.rate:.0f} updates/s for {args.steady_seconds:.0f} s; {args.samples} quiet changes\n")
-    print("| variant | flood: (pair, time) rows | distinct pairs | document writes | writes / distinct pair | "
-          "batches | steady: cores | batches/s | quiet change visible p50 / p99 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for products in [int(size) for size in args.products.split(",")]:
+        lines = lines_for(args, products, work)
+        for name in args.variants.split(","):
+            workers, batching = VARIANTS[name]
+            print(f"== {products} products, {name}", file=sys.stderr)
+            run_args = argparse.Namespace(**{**vars(args), "products": products})
+            results.append(run_variant(name, workers, batching, lines, run_args, es, work))
+    print(f"{args.campaigns} campaigns; floods of {args.flood} updates, a burst and spread at "
+          f"{args.spread_rate:.0f}/s; {args.rate:.0f} updates/s for {args.steady_seconds:.0f} s, products only "
+          f"and with the generator's campaign edits; {args.samples} quiet changes\n")
+    print("| products | pairs | variant | burst: writes / distinct pair | spread: writes / distinct pair "
+          "(rows, distinct, writes) | steady, products only: cores | steady, with campaign edits: cores | "
+          "quiet change visible p50 / p99 |")
+    print("|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in results:
-        print(f"| {r['variant']} | {r['flood_rows']:,.0f} | {r['flood_distinct_pairs']:,} | "
-              f"{r['flood_document_writes']:,.0f} | {r['writes_per_distinct_pair']:.2f} | {r['flood_batches']:.0f} | "
-              f"{r['steady_cores']:.2f} | {r['steady_batches_per_second']:.0f} | "
+        b, sp = r["burst"], r["spread"]
+        print(f"| {r['products']:,} | {r['pairs']:,} | {r['variant']} | {b['writes_per_distinct_pair']:.2f} | "
+              f"{sp['writes_per_distinct_pair']:.2f} ({sp['rows']:,.0f}, {sp['distinct_pairs']:,}, "
+              f"{sp['document_writes']:,.0f}) | {r['steady_cores']:.2f} | {r['steady_mixed_cores']:.2f} | "
               f"{r['fresh_p50_ms']:.0f} / {r['fresh_p99_ms']:.0f} ms |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
