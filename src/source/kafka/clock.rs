@@ -66,6 +66,9 @@ impl ChunkClock {
     }
 }
 
+/// The least age of an open batch whose read rate tells a flood.
+const FLOOD_SPAN: Duration = Duration::from_millis(10);
+
 /// How live records are grouped into batches (`[batching]`).
 #[derive(Clone, Copy, Debug)]
 pub struct BatchPolicy {
@@ -188,14 +191,31 @@ impl BatchClock {
     /// growing until the records stop: closed when an earlier small batch is acknowledged,
     /// it would be written while the rest of the same flood forms the next one, and every
     /// pair the two share would be written twice.
-    fn grows(&self, reading_backlog: bool) -> bool {
+    fn grows(&self, now: Instant, reading_backlog: bool) -> bool {
         // A shared time counts every worker's records: a flood spread over the workers is
         // as large as with one.
         let grown = self
             .open
             .as_ref()
             .is_some_and(|batch| batch.records + batch.siblings_records >= self.policy.max_records);
-        (self.awaited.is_some() || reading_backlog || grown) && self.policy.max_records_behind > self.policy.max_records
+        (self.awaited.is_some() || reading_backlog || grown || self.flooding(now))
+            && self.policy.max_records_behind > self.policy.max_records
+    }
+
+    /// Whether the open batch is the start of a flood: records come in faster than
+    /// `max_records` a second, and already a tenth of `max_records` of them. Closed now, by
+    /// idleness or by the sinks catching up, the flood's next batch would change many of
+    /// the same pairs again (a flood spread over seconds was written 1.3-5x per pair); it
+    /// grows instead, and closes once the records pause for `max_delay`. A lone change, or
+    /// a stream slower than that rate, closes as before.
+    fn flooding(&self, now: Instant) -> bool {
+        let Some(batch) = &self.open else { return false };
+        let records = batch.records + batch.siblings_records;
+        let age = now.duration_since(batch.opened);
+        // A rate needs a span to be measured over: a burst read at once is not yet one.
+        age >= FLOOD_SPAN
+            && records >= (self.policy.max_records / 10).max(1)
+            && records as f64 >= self.policy.max_records as f64 * age.as_secs_f64()
     }
 
     /// The time of a record read at `now` (wall clock `wall`): the open batch's, or a new
@@ -203,7 +223,7 @@ impl BatchClock {
     /// `room`: how many more records may wait for the sinks (the memory bound); a growing
     /// batch stops there, though never below `max_records`.
     pub fn time_for_record(&mut self, now: Instant, wall: Time, reading_backlog: bool, room: u64) -> Time {
-        let size = match self.grows(reading_backlog) {
+        let size = match self.grows(now, reading_backlog) {
             true => self.policy.max_records_behind.min(room).max(self.policy.max_records),
             false => self.policy.max_records,
         };
@@ -240,7 +260,7 @@ impl BatchClock {
             batch.shared = batch.records;
             batch.siblings_records = total.saturating_sub(batch.records);
         }
-        let grows = self.grows(reading_backlog);
+        let grows = self.grows(now, reading_backlog);
         let batch = self.open.as_ref()?;
         let spaced = self
             .last_closed
@@ -276,7 +296,7 @@ impl BatchClock {
             return Duration::from_millis(grid_after(wall, self.policy.grid()) - wall);
         };
         let spaced = self.last_closed.map_or(now, |closed| closed + self.policy.min_interval);
-        let due = match self.grows(reading_backlog) {
+        let due = match self.grows(now, reading_backlog) {
             true => spaced.max(batch.last_read + self.policy.max_delay),
             // Nothing more is ready (the worker is idle): it closes once spaced.
             false => spaced,
@@ -629,5 +649,39 @@ mod tests {
             LIVE_TIME_BASE + 5_000
         );
         assert!(live_time_now() > LIVE_TIME_BASE + 1_700_000_000_000);
+    }
+
+    #[test]
+    fn a_flood_arriving_over_time_forms_one_batch_and_a_slow_stream_does_not() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_000;
+        // max_records 100: a flood is 10+ records at 100+ a second.
+        let mut flood = BatchClock::new(policy(100, 1_000, 0), 0);
+        for at in 0..30 {
+            flood.time_for_record(start + ms(at), wall, false, u64::MAX);
+            // Idle between records, past the span: it would close, but it is a flood.
+            if at >= 10 {
+                assert_eq!(flood.tick(start + ms(at), true, false), None, "closed at {at} ms");
+            }
+        }
+        // It closes once the records pause for max_delay (100 ms).
+        assert_eq!(flood.tick(start + ms(29 + 99), true, false), None);
+        assert!(flood.tick(start + ms(29 + 100), true, false).is_some());
+        // Slower than 100 a second: 20 records over 400 ms close when idle, as before.
+        let mut slow = BatchClock::new(policy(100, 1_000, 0), 0);
+        slow.time_for_record(start, wall, false, u64::MAX);
+        for at in (20..=400).step_by(20) {
+            slow.time_for_record(start + ms(at), wall, false, u64::MAX);
+        }
+        assert!(
+            slow.tick(start + ms(400), true, false).is_some(),
+            "a slow stream closes when idle"
+        );
+        // A lone burst read at once closes at once: no rate yet.
+        let mut burst = BatchClock::new(policy(100, 1_000, 0), 0);
+        for _ in 0..50 {
+            burst.time_for_record(start, wall, false, u64::MAX);
+        }
+        assert!(burst.tick(start, true, false).is_some());
     }
 }
