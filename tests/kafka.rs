@@ -6,11 +6,11 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataflows::model::{PairChange, PairKey};
-use dataflows::reference::{changes_between, PairState};
+use dataflows::reference::changes_between;
 use eligibility::change_log::read_changes;
 use eligibility::metrics::Metrics;
 use eligibility::source::kafka::config::{BatchingConfig, KafkaConfig};
@@ -23,32 +23,10 @@ use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 use support::kafka::{
-    brokers, change_log_state, expected_state, generated_lines, http_get, wait_until, KafkaCase, SinkSetup, BROKER,
+    assert_contract, brokers, change_log_state, expected_state, generated_lines, http_get, serial, wait_until,
+    KafkaCase, SinkSetup,
 };
 use support::{binary, free_port, free_port_pair, path_str, service_script};
-
-fn serial() -> MutexGuard<'static, ()> {
-    BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The output contract on a change log: an upsert never repeats the pair's current figures,
-/// a delete never names a missing pair.
-fn assert_contract(changes: &[PairChange]) {
-    let mut state = PairState::new();
-    for change in changes {
-        match change.figures {
-            Some(figures) => assert_ne!(
-                state.insert(change.pair.clone(), figures),
-                Some(figures),
-                "repeated upsert: {change:?}"
-            ),
-            None => assert!(
-                state.remove(&change.pair).is_some(),
-                "delete of a missing pair: {change:?}"
-            ),
-        }
-    }
-}
 
 #[test]
 fn a_produced_log_ends_in_the_brute_force_state() {

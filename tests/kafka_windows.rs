@@ -9,7 +9,6 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dataflows::decode::{decode_line, split_envelope};
@@ -19,14 +18,10 @@ use dataflows::reference::{changes_between, PairState, ReferenceState};
 use eligibility::change_log::{fold_state, parse_change, read_changes};
 use eligibility::source::kafka::clock::LIVE_TIME_BASE;
 use support::kafka::{
-    change_log_state, expected_state_with_clock, generated_lines_with, http_get, reference_state, wait_until,
-    KafkaCase, SinkSetup, BROKER,
+    assert_contract, change_log_state, expected_state_with_clock, generated_lines_with, http_get, reference_state,
+    serial, wait_until, KafkaCase, SinkSetup,
 };
 use support::{free_port, path_str, run_ok};
-
-fn serial() -> MutexGuard<'static, ()> {
-    BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The wall clock, since the Unix epoch.
 fn wall() -> Duration {
@@ -41,25 +36,6 @@ fn wall_ms() -> u64 {
 fn sleep_until(until: Duration) {
     if let Some(left) = until.checked_sub(wall()) {
         std::thread::sleep(left);
-    }
-}
-
-/// The output contract on a change log: an upsert never repeats the pair's current figures,
-/// a delete never names a missing pair.
-fn assert_contract(changes: &[PairChange]) {
-    let mut state = PairState::new();
-    for change in changes {
-        match change.figures {
-            Some(figures) => assert_ne!(
-                state.insert(change.pair.clone(), figures),
-                Some(figures),
-                "repeated upsert: {change:?}"
-            ),
-            None => assert!(
-                state.remove(&change.pair).is_some(),
-                "delete of a missing pair: {change:?}"
-            ),
-        }
     }
 }
 

@@ -307,6 +307,39 @@ impl Cursor<'_> {
     }
 }
 
+/// `at` as RFC 3339 in the zone `offset_minutes` east of UTC (`+03:00`, `-05:30`; `+00:00`
+/// for 0: [`format_rfc3339`] writes `Z`), with `digits` fractional digits (0 to 9; if `at`
+/// needs more to stay exact, the next of 3, 6 or 9 that suffices). Years 0 to 9999 only, as RFC 3339.
+pub fn format_rfc3339_at_offset(at: EpochNanos, offset_minutes: i32, digits: u32) -> String {
+    assert!(offset_minutes.abs() < 24 * 60, "offset {offset_minutes} min");
+    let local = at.0 + i128::from(offset_minutes) * 60 * NANOS_PER_SECOND;
+    let seconds = local.div_euclid(NANOS_PER_SECOND);
+    let nanos = local.rem_euclid(NANOS_PER_SECOND);
+    let days = i64::try_from(seconds.div_euclid(86_400)).expect("years 0 to 9999");
+    let (year, month, day) = civil_from_days(days);
+    assert!((0..=9999).contains(&year), "{at:?} is outside RFC 3339's years");
+    let second_of_day = seconds.rem_euclid(86_400);
+    let mut text = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60
+    );
+    let mut digits = digits.min(9);
+    while digits < 9 && nanos % 10i128.pow(9 - digits) != 0 {
+        digits = ((digits / 3 + 1) * 3).min(9);
+    }
+    if digits > 0 {
+        let fraction = format!("{nanos:09}");
+        text.push('.');
+        text.push_str(&fraction[..digits as usize]);
+    }
+    let sign = if offset_minutes < 0 { '-' } else { '+' };
+    let offset = offset_minutes.unsigned_abs();
+    text.push_str(&format!("{sign}{:02}:{:02}", offset / 60, offset % 60));
+    text
+}
+
 fn is_leap_year(year: u32) -> bool {
     year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
 }

@@ -17,6 +17,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub use dataflows::instant::format_rfc3339_at_offset;
 use dataflows::instant::{format_rfc3339, parse_rfc3339, EpochNanos};
 
 /// The first line's timestamp unless told otherwise: Black Friday 2026, midnight UTC.
@@ -37,6 +38,7 @@ pub const BAD_WINDOW_SHARE: f64 = 0.3;
 /// Share of the edits of a campaign with a window that also move the window.
 pub const WINDOW_MOVE_SHARE: f64 = 0.5;
 
+#[cfg(test)]
 const NANOS_PER_SECOND: i128 = 1_000_000_000;
 const NANOS_PER_MILLI: i128 = 1_000_000;
 
@@ -64,56 +66,6 @@ pub fn parse_share(text: &str) -> Result<f64, String> {
     } else {
         Err(format!("{share} is not a share between 0 and 1"))
     }
-}
-
-/// `at` as RFC 3339 in the zone `offset_minutes` east of UTC (`+03:00`, `-05:30`; `+00:00`
-/// for 0: use [`format_rfc3339`] for `Z`), with `digits` fractional digits (0 to 9; if `at`
-/// needs more to stay exact, the next of 3, 6 or 9 that suffices). Years 0 to 9999 only, as RFC 3339.
-pub fn format_rfc3339_at_offset(at: EpochNanos, offset_minutes: i32, digits: u32) -> String {
-    assert!(offset_minutes.abs() < 24 * 60, "offset {offset_minutes} min");
-    let local = at.0 + i128::from(offset_minutes) * 60 * NANOS_PER_SECOND;
-    let seconds = local.div_euclid(NANOS_PER_SECOND);
-    let nanos = local.rem_euclid(NANOS_PER_SECOND);
-    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
-    assert!((0..=9999).contains(&year), "{at:?} is outside RFC 3339's years");
-    let second_of_day = seconds.rem_euclid(86_400);
-    let mut text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60
-    );
-    let mut digits = digits.min(9);
-    while digits < 9 && nanos % 10i128.pow(9 - digits) != 0 {
-        digits = ((digits / 3 + 1) * 3).min(9);
-    }
-    if digits > 0 {
-        let fraction = format!("{nanos:09}");
-        text.push('.');
-        text.push_str(&fraction[..digits as usize]);
-    }
-    let sign = if offset_minutes < 0 { '-' } else { '+' };
-    let offset = offset_minutes.unsigned_abs();
-    text.push_str(&format!("{sign}{:02}:{:02}", offset / 60, offset % 60));
-    text
-}
-
-/// The proleptic Gregorian date of day `days` since 1970-01-01 (H. Hinnant's algorithm).
-fn civil_from_days(days: i128) -> (i128, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * shifted_month + 2) / 5 + 1) as u32;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    } as u32;
-    let year = year_of_era + era * 400 + i128::from(month <= 2);
-    (year, month, day)
 }
 
 /// The timestamps of the lines: line `n` gets `start_ms + n * interval_ms`.
@@ -431,30 +383,6 @@ mod tests {
             ),
         ] {
             assert_eq!(format_rfc3339_at_offset(instant, offset, digits), text);
-        }
-    }
-
-    #[test]
-    fn civil_dates_follow_the_gregorian_calendar() {
-        let mut days = civil_from_days(-719_468); // 0000-03-01
-        assert_eq!(days, (0, 3, 1));
-        for n in -719_467..3_000_000 {
-            let next = civil_from_days(n);
-            let (y, m, d) = days;
-            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-            let length = match m {
-                2 if leap => 29,
-                2 => 28,
-                4 | 6 | 9 | 11 => 30,
-                _ => 31,
-            };
-            let expected = match (m, d) {
-                (12, 31) => (y + 1, 1, 1),
-                (_, d) if d == length => (y, m + 1, 1),
-                _ => (y, m, d + 1),
-            };
-            assert_eq!(next, expected, "day {n}");
-            days = next;
         }
     }
 

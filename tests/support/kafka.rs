@@ -3,10 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dataflows::decode::{decode_envelope, decode_line};
+use dataflows::model::PairChange;
 use dataflows::reference::{PairState, ReferenceState};
 use eligibility::change_log::{fold_state, parse_change};
 
@@ -14,6 +15,30 @@ use super::{binary, path_str, run_ok};
 
 /// Tests that stop the broker must not overlap with the others.
 pub static BROKER: Mutex<()> = Mutex::new(());
+
+/// Runs the test alone among those that take it (a failed one does not poison the rest).
+pub fn serial() -> MutexGuard<'static, ()> {
+    BROKER.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The output contract on a change log: an upsert never repeats the pair's current figures,
+/// a delete never names a missing pair.
+pub fn assert_contract(changes: &[PairChange]) {
+    let mut state = PairState::new();
+    for change in changes {
+        match change.figures {
+            Some(figures) => assert_ne!(
+                state.insert(change.pair.clone(), figures),
+                Some(figures),
+                "repeated upsert: {change:?}"
+            ),
+            None => assert!(
+                state.remove(&change.pair).is_some(),
+                "delete of a missing pair: {change:?}"
+            ),
+        }
+    }
+}
 
 pub fn brokers() -> String {
     std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
