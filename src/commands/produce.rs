@@ -49,6 +49,32 @@ impl ProducerContext for Deliveries {
     }
 }
 
+/// The Kafka timestamps of a log's lines, in order.
+#[derive(Default)]
+struct RecordStamps {
+    latest: Option<u64>,
+    /// Lines without a timestamp given the greatest before them.
+    restamped: u64,
+}
+
+impl RecordStamps {
+    /// A line's own timestamp; for a line without one, once the log has timestamps, the
+    /// greatest so far, which moves the records' clock nowhere (the broker's "now" would
+    /// move it to the present). `None` before the first: the broker stamps it.
+    fn stamp(&mut self, line: Option<u64>) -> Option<u64> {
+        match line {
+            Some(timestamp) => {
+                self.latest = self.latest.max(Some(timestamp));
+                Some(timestamp)
+            }
+            None => {
+                self.restamped += u64::from(self.latest.is_some());
+                self.latest
+            }
+        }
+    }
+}
+
 pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     let kafka = match &args.config {
         Some(path) => JobConfig::load(path)?.1.kafka,
@@ -90,7 +116,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
     );
     let started = Instant::now();
     let (mut sent, mut unreadable) = (0u64, 0u64);
-    let (mut latest_timestamp, mut restamped) = (None::<u64>, 0u64);
+    let mut stamps = RecordStamps::default();
     let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
     loop {
@@ -120,18 +146,7 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
             record = record.payload(value);
         }
         // The line's clock reading travels as the record's timestamp (`clock = "records"`).
-        // A line without one, once the log has timestamps, gets the greatest so far, which
-        // moves that clock nowhere (the broker's "now" would move it to the present).
-        let timestamp = match envelope.timestamp {
-            Some(timestamp) => {
-                latest_timestamp = latest_timestamp.max(Some(timestamp));
-                Some(timestamp)
-            }
-            None => {
-                restamped += u64::from(latest_timestamp.is_some());
-                latest_timestamp
-            }
-        };
+        let timestamp = stamps.stamp(envelope.timestamp);
         if let Some(timestamp) = timestamp {
             record = record.timestamp(timestamp as i64);
         }
@@ -174,8 +189,35 @@ pub fn run(args: &ProduceArgs) -> anyhow::Result<()> {
         kafka.categories_topic,
         started.elapsed().as_secs_f64()
     );
+    let restamped = stamps.restamped;
     if restamped > 0 {
         eprintln!("{restamped} lines without a timestamp, after the first that had one, took the greatest before them");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecordStamps;
+
+    #[test]
+    fn a_line_without_a_timestamp_takes_the_greatest_before_it_once_there_is_one() {
+        let mut stamps = RecordStamps::default();
+        let lines = [None, Some(5_000), None, Some(3_000), None, Some(9_000), None];
+        let stamped: Vec<Option<u64>> = lines.into_iter().map(|line| stamps.stamp(line)).collect();
+        // A late line keeps its own stamp; the clock it feeds keeps the greatest.
+        assert_eq!(
+            stamped,
+            vec![
+                None,
+                Some(5_000),
+                Some(5_000),
+                Some(3_000),
+                Some(5_000),
+                Some(9_000),
+                Some(9_000)
+            ]
+        );
+        assert_eq!(stamps.restamped, 3);
+    }
 }

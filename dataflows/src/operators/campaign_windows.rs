@@ -538,6 +538,27 @@ mod tests {
     }
 
     #[test]
+    fn a_time_waits_for_its_instant_a_second_at_most() {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let wall = ClockRule::Wall {
+            base: 1_000,
+            before_base: 0,
+        };
+        let (early, _) = wall.early_by(1_000 + now_ms + 500).expect("half a second ahead waits");
+        assert!(
+            early > std::time::Duration::from_millis(400) && early <= MAX_EARLY,
+            "{early:?}"
+        );
+        assert_eq!(wall.early_by(1_000 + now_ms - 10), None, "a passed instant");
+        assert_eq!(wall.early_by(1_000 + now_ms + 60_000), None, "a clock a minute behind");
+        assert_eq!(wall.early_by(999), None, "a rebuild time");
+        assert_eq!(ClockRule::Records.early_by(1_000 + now_ms + 500), None);
+    }
+
+    #[test]
     fn bounds_compare_to_the_nanosecond() {
         let mut schedule = Schedule::default();
         let campaign = Campaign {
