@@ -25,12 +25,12 @@ pub mod config;
 pub mod context;
 pub mod lag;
 pub mod placement;
+pub mod read_ahead;
 pub mod siblings;
 pub mod start;
 pub mod topics;
 pub mod watermark;
 
-use std::collections::VecDeque;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -54,6 +54,7 @@ pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
 use self::placement::Placement;
+use self::read_ahead::ReadAhead;
 use self::siblings::SiblingBatches;
 use self::start::{PartitionStart, StartPlan};
 use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus, IDLE_POLL};
@@ -198,10 +199,7 @@ impl SourceFactory for KafkaSourceFactory {
             reading_backlog: false,
             backlog_records: self.batching.max_records,
             max_unacknowledged: self.kafka.max_unacknowledged_ms,
-            max_unacknowledged_records: self.kafka.max_unacknowledged_records,
-            unacknowledged: VecDeque::new(),
-            unacknowledged_records: 0,
-            records_floor: LIVE_TIME_BASE,
+            read_ahead: ReadAhead::new(self.kafka.max_unacknowledged_records, LIVE_TIME_BASE),
             metrics: self.metrics.clone(),
             batch_records: 0,
             next_partition: 0,
@@ -268,19 +266,12 @@ pub struct KafkaSource {
     chunks: ChunkClock,
     batches: BatchClock,
     max_unacknowledged: u64,
-    /// How many records of closed live batches may wait for the sinks' acknowledgement.
-    max_unacknowledged_records: u64,
     /// More records are ready than one batch holds: the open batch grows.
     reading_backlog: bool,
     /// How many records waiting to be read make a backlog (`max_records`).
     backlog_records: u64,
-    /// Closed live batches that may not be acknowledged yet: (time, records).
-    unacknowledged: VecDeque<(Time, u64)>,
-    unacknowledged_records: u64,
-    /// The time every batch below which must be acknowledged before reading on, so that
-    /// at most `max_unacknowledged_records` wait: a backlog read at full speed would
-    /// otherwise put `max_unacknowledged_ms` of it (millions of records) in memory at once.
-    records_floor: Time,
+    /// Closed live batches not yet acknowledged, bounded by `max_unacknowledged_records`.
+    read_ahead: ReadAhead,
     metrics: Arc<Metrics>,
     batch_records: u64,
     next_partition: usize,
@@ -319,9 +310,7 @@ impl KafkaSource {
             Phase::Rebuilding => (self.chunks.time_for_record(), false),
             Phase::Live => {
                 self.batch_records += 1;
-                let room = self
-                    .max_unacknowledged_records
-                    .saturating_sub(self.unacknowledged_records);
+                let room = self.read_ahead.room();
                 let time = self
                     .batches
                     .time_for_record(now, live_time_now(), self.reading_backlog, room);
@@ -374,17 +363,9 @@ impl KafkaSource {
         );
         self.metrics.batch_records.observe(self.batch_records as f64);
         if self.phase == Phase::Live {
-            self.unacknowledged.push_back((time, self.batch_records));
-            self.unacknowledged_records += self.batch_records;
-            // The job loop waits for the floor before it polls again, so the batches
+            // The job loop waits for its floor before it polls again, so the batches
             // below it are acknowledged once reading resumes.
-            while self.unacknowledged_records > self.max_unacknowledged_records {
-                let Some((oldest, records)) = self.unacknowledged.pop_front() else {
-                    break;
-                };
-                self.unacknowledged_records -= records;
-                self.records_floor = self.records_floor.max(oldest + 1);
-            }
+            self.read_ahead.closed(time, self.batch_records);
         }
         self.batch_records = 0;
         let checkpoints = self
@@ -557,6 +538,7 @@ impl Source for KafkaSource {
 
     fn acknowledged(&mut self, frontier: Option<Time>) {
         self.batches.acknowledged(frontier);
+        self.read_ahead.acknowledged(frontier);
         for partition in &mut self.partitions {
             partition.backlog.acknowledged(frontier);
         }
@@ -583,7 +565,7 @@ impl Source for KafkaSource {
                 .frontier()
                 .saturating_sub(self.max_unacknowledged)
                 .max(LIVE_TIME_BASE)
-                .max(self.records_floor),
+                .max(self.read_ahead.floor()),
         }
     }
 }
