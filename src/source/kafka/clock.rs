@@ -143,6 +143,18 @@ struct OpenBatch {
     shared: u64,
     /// How many records the siblings had read at this time when last told.
     siblings_records: u64,
+    /// When any worker of the process last read at this time, when last told.
+    process_last_read: Instant,
+    /// A sibling has closed this time: this worker closes it too at its next tick.
+    closed_by_sibling: bool,
+}
+
+impl OpenBatch {
+    /// When the process last read a record at this time: a growing batch closes once
+    /// nothing more has come to any of its workers for `max_delay`.
+    fn last_read(&self) -> Instant {
+        self.last_read.max(self.process_last_read)
+    }
 }
 
 impl BatchClock {
@@ -178,8 +190,9 @@ impl BatchClock {
         let floor = self.next.max(self.reported.get());
         let own = grid_after(wall, self.policy.grid());
         let seen = self.siblings.seen_by(self.worker);
+        let closed = |time: Time| seen.last_closed.is_some_and(|closed| closed >= time);
         let time = match seen.open {
-            Some(open) if open >= floor && open <= own => open,
+            Some(open) if open >= floor && open <= own && !closed(open) => open,
             _ => own.max(seen.last_closed.map_or(0, |closed| closed + 1)),
         };
         time.max(floor)
@@ -203,18 +216,21 @@ impl BatchClock {
     }
 
     /// Whether the open batch is the start of a flood: records come in faster than
-    /// `max_records` a second, and already a tenth of `max_records` of them. Closed now, by
+    /// `max_records` a second, over at least `FLOOD_SPAN` (so at least what that rate brings
+    /// in it: at 20,000/s a flood is told 10 ms after its first record). Closed now, by
     /// idleness or by the sinks catching up, the flood's next batch would change many of
     /// the same pairs again (a flood spread over seconds was written 1.3-5x per pair); it
     /// grows instead, and closes once the records pause for `max_delay`. A lone change, or
-    /// a stream slower than that rate, closes as before.
+    /// a stream slower than that rate, closes as before; the rate is measured again at every
+    /// tick, so a poll that brought a trickle's records at once only delays its close until
+    /// the rate falls below.
     fn flooding(&self, now: Instant) -> bool {
         let Some(batch) = &self.open else { return false };
         let records = batch.records + batch.siblings_records;
         let age = now.duration_since(batch.opened);
         // A rate needs a span to be measured over: a burst read at once is not yet one.
         age >= FLOOD_SPAN
-            && records >= (self.policy.max_records / 10).max(1)
+            && records >= (self.policy.max_records / 100).max(1)
             && records as f64 >= self.policy.max_records as f64 * age.as_secs_f64()
     }
 
@@ -238,6 +254,8 @@ impl BatchClock {
                 records: 0,
                 shared: 0,
                 siblings_records: 0,
+                process_last_read: now,
+                closed_by_sibling: false,
             });
         }
         let batch = self.open.as_mut().expect("opened above");
@@ -252,13 +270,18 @@ impl BatchClock {
 
     /// Closes the open batch, spaced by `min_interval`: while the worker keeps up, once it
     /// is full, old enough or nothing more is ready (`idle`); while it is behind, once
-    /// nothing more has been read for `max_delay`. Returns the time of the batch it closed.
+    /// nothing more has been read at its time for `max_delay` by any worker of the process.
+    /// At once when a sibling has closed its time. Returns the time of the batch it closed.
     pub fn tick(&mut self, now: Instant, idle: bool, reading_backlog: bool) -> Option<Time> {
         // Once a poll, not once a record: the count goes through a lock.
         if let Some(batch) = self.open.as_mut() {
-            let total = self.siblings.read(batch.time, batch.records - batch.shared);
+            let shared = self
+                .siblings
+                .read(batch.time, batch.records - batch.shared, batch.last_read);
             batch.shared = batch.records;
-            batch.siblings_records = total.saturating_sub(batch.records);
+            batch.siblings_records = shared.records.saturating_sub(batch.records);
+            batch.process_last_read = shared.last_read.unwrap_or(batch.last_read);
+            batch.closed_by_sibling = shared.closed;
         }
         let grows = self.grows(now, reading_backlog);
         let batch = self.open.as_ref()?;
@@ -266,7 +289,10 @@ impl BatchClock {
             .last_closed
             .is_none_or(|closed| now.duration_since(closed) >= self.policy.min_interval);
         let due = match grows {
-            true => spaced && now.duration_since(batch.last_read) >= self.policy.max_delay,
+            // Kept open, the time would hold the process's frontier for nothing, and this
+            // worker's next records would form a second state of the same flood.
+            _ if batch.closed_by_sibling => true,
+            true => spaced && now.duration_since(batch.last_read()) >= self.policy.max_delay,
             false => {
                 batch.records >= self.policy.max_records
                     || (spaced && (idle || now.duration_since(batch.opened) >= self.policy.max_delay))
@@ -297,7 +323,8 @@ impl BatchClock {
         };
         let spaced = self.last_closed.map_or(now, |closed| closed + self.policy.min_interval);
         let due = match self.grows(now, reading_backlog) {
-            true => spaced.max(batch.last_read + self.policy.max_delay),
+            _ if batch.closed_by_sibling => now,
+            true => spaced.max(batch.last_read() + self.policy.max_delay),
             // Nothing more is ready (the worker is idle): it closes once spaced.
             false => spaced,
         };
@@ -642,6 +669,57 @@ mod tests {
     }
 
     #[test]
+    fn a_flood_over_two_workers_forms_one_time_until_neither_reads_and_ends_on_both_at_once() {
+        let start = Instant::now();
+        let wall = LIVE_TIME_BASE + 1_000;
+        let siblings = Arc::new(SiblingBatches::default());
+        let clock = |worker| BatchClock::new(policy(10, 1_000, 0), 0).with_siblings(siblings.clone(), worker);
+        let (mut one, mut other) = (clock(0), clock(1));
+        // A flood at 1,000 records a second (10 a 10 ms), five to each worker.
+        let mut time = 0;
+        for at in 0..20 {
+            for clock in [&mut one, &mut other] {
+                time = clock.time_for_record(start + ms(at), wall, false, u64::MAX);
+                assert_eq!(clock.tick(start + ms(at), false, false), None, "{at} ms");
+            }
+        }
+        // The first worker's partitions pause for longer than max_delay; the other's go on.
+        for at in 20..150 {
+            assert_eq!(other.time_for_record(start + ms(at), wall, false, u64::MAX), time);
+            assert_eq!(other.tick(start + ms(at), true, false), None, "{at} ms");
+            assert_eq!(
+                one.tick(start + ms(at), true, false),
+                None,
+                "the process still reads at {at} ms"
+            );
+        }
+        // The first worker's records come back: still the same time, one state for the flood.
+        assert_eq!(one.time_for_record(start + ms(150), wall, false, u64::MAX), time);
+        assert_eq!(one.tick(start + ms(150), false, false), None);
+        // Both pause: the one whose tick sees it first closes the time, the other follows
+        // at its next tick, whatever its own last read.
+        assert_eq!(other.tick(start + ms(249), true, false), None);
+        assert_eq!(one.tick(start + ms(250), true, false), Some(time));
+        assert_eq!(
+            other.tick(start + ms(250), false, false),
+            Some(time),
+            "closed with its sibling"
+        );
+        // Their next batches share a time again, past the closed one.
+        let next = one.time_for_record(start + ms(300), wall + 300, false, u64::MAX);
+        assert!(next > time);
+        assert_eq!(
+            other.time_for_record(start + ms(300), wall + 300, false, u64::MAX),
+            next
+        );
+        // A batch is not opened at a time a sibling has closed, though another still holds it.
+        let mut late = BatchClock::new(policy(10, 1_000, 0), 0).with_siblings(siblings.clone(), 2);
+        one.acknowledged(None);
+        assert_eq!(one.tick(start + ms(300), true, false), Some(next));
+        assert!(late.time_for_record(start + ms(300), wall + 300, false, u64::MAX) > next);
+    }
+
+    #[test]
     fn live_times_start_above_the_last_committed_time() {
         let mut clock = BatchClock::new(policy(10, 10, 0), LIVE_TIME_BASE + 5_000);
         assert_eq!(
@@ -683,5 +761,13 @@ mod tests {
             burst.time_for_record(start, wall, false, u64::MAX);
         }
         assert!(burst.tick(start, true, false).is_some());
+        // A poll that brings a few records at once looks like a flood's start, until the
+        // rate, measured again at each tick, falls below 100 a second.
+        let mut bunched = BatchClock::new(policy(100, 1_000, 0), 0);
+        for _ in 0..3 {
+            bunched.time_for_record(start, wall, false, u64::MAX);
+        }
+        assert_eq!(bunched.tick(start + ms(10), true, false), None, "3 in 10 ms");
+        assert!(bunched.tick(start + ms(40), true, false).is_some(), "3 in 40 ms");
     }
 }

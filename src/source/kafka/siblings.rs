@@ -7,10 +7,14 @@
 //! anyway), and a quiet worker passes a time a sibling has closed at once, instead of
 //! waiting for the wall clock to reach it. They also count the records of a shared time
 //! together, so a flood spread over the workers is told from a trickle as it is with one
-//! worker. Workers of other processes are not seen: theirs stay on the wall-clock grid.
+//! worker, and a shared time ends for all of them at once: it grows until none of them has
+//! read for a while, and once one closes it the others close it too, instead of each
+//! cutting the flood at pauses of its own. Workers of other processes are not seen: theirs
+//! stay on the wall-clock grid.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
 
 use dataflows::model::Time;
 
@@ -25,8 +29,18 @@ struct State {
     open: BTreeMap<usize, Time>,
     /// The greatest time a worker of this process has closed.
     last_closed: Option<Time>,
-    /// Records read at each time some worker still has open, by every worker.
-    records: BTreeMap<Time, u64>,
+    /// What every worker has read at each time some worker still has open.
+    read: BTreeMap<Time, SharedTime>,
+}
+
+/// What the process's workers have read at one time, and whether one has closed it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SharedTime {
+    pub records: u64,
+    /// When the last of them was read, by any worker.
+    pub last_read: Option<Instant>,
+    /// A worker has closed this time (or a later one).
+    pub closed: bool,
 }
 
 /// What a worker sees of its siblings.
@@ -76,15 +90,17 @@ impl SiblingBatches {
         state.last_closed = state.last_closed.max(Some(time));
         // Counts of times no worker has open any more are never asked for again.
         let least_open = state.open.values().min().copied().unwrap_or(Time::MAX);
-        state.records.retain(|&counted, _| counted >= least_open);
+        state.read.retain(|&counted, _| counted >= least_open);
     }
 
-    /// `worker` read `records` more at `time`, which it has open; returns how many the
-    /// process's workers have read at `time` in all.
-    pub fn read(&self, time: Time, records: u64) -> u64 {
+    /// A worker read `records` more at `time`, which it has open, the last at `last_read`;
+    /// returns what the process's workers have read at `time` in all.
+    pub fn read(&self, time: Time, records: u64, last_read: Instant) -> SharedTime {
         let mut state = self.state();
-        let total = state.records.entry(time).or_default();
-        *total += records;
-        *total
+        let closed = state.last_closed.is_some_and(|closed| closed >= time);
+        let shared = state.read.entry(time).or_default();
+        shared.records += records;
+        shared.last_read = shared.last_read.max(Some(last_read));
+        SharedTime { closed, ..*shared }
     }
 }
