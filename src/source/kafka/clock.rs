@@ -675,7 +675,7 @@ mod tests {
         let siblings = Arc::new(SiblingBatches::default());
         let clock = |worker| BatchClock::new(policy(10, 1_000, 0), 0).with_siblings(siblings.clone(), worker);
         let (mut one, mut other) = (clock(0), clock(1));
-        // A flood at 1,000 records a second (10 a 10 ms), five to each worker.
+        // A flood of 2,000 records a second: one a millisecond to each worker.
         let mut time = 0;
         for at in 0..20 {
             for clock in [&mut one, &mut other] {
