@@ -211,16 +211,7 @@ fn a_campaign_edit_on_a_running_job_writes_only_that_campaigns_pairs() {
 #[test]
 fn a_broker_restart_pauses_the_job_and_loses_nothing() {
     let _serial = serial();
-    let case = KafkaCase::new("broker-restart", false);
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            jsonl: Some("changes.jsonl"),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, port) = KafkaCase::with_change_log_and_metrics("broker-restart");
     let lines = generated_lines(case.dir.path(), 2_000, 4_000, 13);
     let (first, rest) = lines.split_at(3_000);
     case.produce(first, 3);
@@ -551,16 +542,7 @@ fn records_misplaced(port: u16) -> Option<u64> {
 #[test]
 fn records_a_producer_placed_elsewhere_than_murmur2_are_counted() {
     let _serial = serial();
-    let case = KafkaCase::new("misplaced", false);
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            jsonl: Some("changes.jsonl"),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, port) = KafkaCase::with_change_log_and_metrics("misplaced");
     let product =
         |stock: u64| format!(r#"{{"seller_id": 1, "category_id": 1, "brand_id": 1, "price": 1, "stock": {stock}}}"#);
     let keys: Vec<String> = (1..=40).map(|n| format!("p-{n}")).collect();

@@ -19,9 +19,9 @@ use eligibility::change_log::{fold_state, parse_change, read_changes};
 use eligibility::source::kafka::clock::LIVE_TIME_BASE;
 use support::kafka::{
     assert_contract, change_log_state, expected_state_with_clock, generated_lines_with, http_get, reference_state,
-    serial, wait_until, KafkaCase, SinkSetup,
+    serial, wait_until, KafkaCase,
 };
-use support::{free_port, path_str, run_ok};
+use support::{path_str, run_ok};
 
 /// The wall clock, since the Unix epoch.
 fn wall() -> Duration {
@@ -203,16 +203,7 @@ fn shown_after(lines: &[&Seen], bound: Duration) -> (f64, f64) {
 #[test]
 fn a_scheduled_campaign_opens_and_closes_within_a_second_of_its_bounds_with_no_record() {
     let _serial = serial();
-    let case = KafkaCase::new("window-bounds", false);
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            jsonl: Some("changes.jsonl"),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, port) = KafkaCase::with_change_log_and_metrics("window-bounds");
     let now = wall_ms();
     // About 8 s ahead, 51 ms before a whole second: 49 ms after a step of the live batches'
     // wall-clock grid (50 ms by default; a whole second is a step of every grid dividing a
@@ -402,16 +393,7 @@ fn dead_letter_offsets(path: &Path) -> BTreeSet<(String, i64, i64)> {
 #[test]
 fn replaying_with_the_records_clock_gives_the_file_modes_change_log() {
     let _serial = serial();
-    let case = KafkaCase::new("records-clock", false);
-    let port = free_port();
-    case.write_sinks_config(
-        &case.config,
-        SinkSetup {
-            jsonl: Some("changes.jsonl"),
-            metrics_port: Some(port),
-            ..SinkSetup::default()
-        },
-    );
+    let (case, port) = KafkaCase::with_change_log_and_metrics("records-clock");
     set_kafka_option(&case.config, r#"clock = "records""#);
     let lines = generated_lines_with(
         case.dir.path(),

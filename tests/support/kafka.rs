@@ -11,7 +11,7 @@ use dataflows::model::PairChange;
 use dataflows::reference::{PairState, ReferenceState};
 use eligibility::change_log::{fold_state, parse_change};
 
-use super::{binary, path_str, run_ok};
+use super::{binary, free_port, path_str, run_ok};
 
 /// Tests that stop the broker must not overlap with the others.
 pub static BROKER: Mutex<()> = Mutex::new(());
@@ -310,6 +310,22 @@ pub struct SinkSetup<'a> {
 pub const COUCHBASE_PASSWORD_ENV: &str = "ELIGIBILITY_TEST_COUCHBASE_PASSWORD";
 
 impl KafkaCase {
+    /// A case whose job writes the JSONL change log `changes.jsonl` and serves `/metrics`
+    /// on the port returned.
+    pub fn with_change_log_and_metrics(name: &str) -> (Self, u16) {
+        let case = KafkaCase::new(name, false);
+        let port = free_port();
+        case.write_sinks_config(
+            &case.config,
+            SinkSetup {
+                jsonl: Some("changes.jsonl"),
+                metrics_port: Some(port),
+                ..SinkSetup::default()
+            },
+        );
+        (case, port)
+    }
+
     /// Writes a job config for these topics with the given sinks.
     pub fn write_sinks_config(&self, path: &Path, sinks: SinkSetup<'_>) {
         let mut text = format!(
