@@ -55,9 +55,10 @@ pub enum Subcommands {
     FileBaseline(BenchFileBaselineArgs),
 }
 
+/// The generated marketplace's size, shared by the engine bench and the window bench.
 #[derive(Args, Debug, Clone)]
-pub struct BenchArgs {
-    /// Products in the initial load.
+pub struct MarketplaceArgs {
+    /// Products in the marketplace (the initial load).
     #[arg(long, default_value_t = 1_000_000)]
     pub products: u64,
     #[arg(long, default_value_t = 5_000)]
@@ -66,11 +67,31 @@ pub struct BenchArgs {
     pub categories: u64,
     #[arg(long, default_value_t = 2_000)]
     pub brands: u64,
-    /// Campaigns in the initial load.
+    /// Campaigns in the initial load (the window bench's: besides the one it measures).
     #[arg(long, default_value_t = 100)]
     pub campaigns: u64,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+impl MarketplaceArgs {
+    pub fn spec(&self) -> MarketplaceSpec {
+        MarketplaceSpec {
+            products: self.products,
+            sellers: self.sellers,
+            categories: self.categories,
+            brands: self.brands,
+            campaigns: self.campaigns,
+            seed: self.seed,
+            ..MarketplaceSpec::default()
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub marketplace: MarketplaceArgs,
     /// The large preset: 10 million products, 50,000 sellers, 500 campaigns (overrides
     /// the size options).
     #[arg(long)]
@@ -143,20 +164,8 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct WindowArgs {
-    /// Products in the marketplace.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub products: u64,
-    #[arg(long, default_value_t = 5_000)]
-    pub sellers: u64,
-    #[arg(long, default_value_t = 1_000)]
-    pub categories: u64,
-    #[arg(long, default_value_t = 2_000)]
-    pub brands: u64,
-    /// Campaigns besides the one measured.
-    #[arg(long, default_value_t = 100)]
-    pub campaigns: u64,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub marketplace: MarketplaceArgs,
     /// Share of the products the measured campaign reaches, in (0, 1].
     #[arg(long, default_value_t = 1.0 / 3.0)]
     pub share: f64,
@@ -177,15 +186,7 @@ pub struct WindowArgs {
 impl WindowArgs {
     pub fn options(&self) -> crate::window::WindowOptions {
         crate::window::WindowOptions {
-            marketplace: MarketplaceSpec {
-                products: self.products,
-                sellers: self.sellers,
-                categories: self.categories,
-                brands: self.brands,
-                campaigns: self.campaigns,
-                seed: self.seed,
-                ..MarketplaceSpec::default()
-            },
+            marketplace: self.marketplace.spec(),
             share: self.share,
             rounds: self.rounds,
             workers: self.workers.clone(),
@@ -359,25 +360,16 @@ pub struct BenchFileBaselineArgs {
 impl BenchArgs {
     /// The bench's options, with the `--scale` preset applied.
     pub fn options(&self) -> anyhow::Result<BenchOptions> {
-        let (products, sellers, categories, brands, campaigns) = if self.scale {
-            (10_000_000, 50_000, 5_000, 10_000, 500)
-        } else {
-            (
-                self.products,
-                self.sellers,
-                self.categories,
-                self.brands,
-                self.campaigns,
-            )
-        };
-        let marketplace = MarketplaceSpec {
-            products,
-            sellers,
-            categories,
-            brands,
-            campaigns,
-            seed: self.seed,
-            ..MarketplaceSpec::default()
+        let marketplace = match self.scale {
+            true => MarketplaceSpec {
+                products: 10_000_000,
+                sellers: 50_000,
+                categories: 5_000,
+                brands: 10_000,
+                campaigns: 500,
+                ..self.marketplace.spec()
+            },
+            false => self.marketplace.spec(),
         };
         let file_mode = match self.no_file_mode || self.tree_only {
             true => None,

@@ -28,15 +28,15 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         command.args(["--products", &products.to_string(), "--sellers", &sellers.to_string()]);
         command.args([
             "--categories",
-            &args.categories.to_string(),
+            &args.marketplace.categories.to_string(),
             "--brands",
-            &args.brands.to_string(),
+            &args.marketplace.brands.to_string(),
         ]);
         command.args([
             "--campaigns",
-            &args.campaigns.to_string(),
+            &args.marketplace.campaigns.to_string(),
             "--seed",
-            &args.seed.to_string(),
+            &args.marketplace.seed.to_string(),
         ]);
         command.args([
             "--workers",
