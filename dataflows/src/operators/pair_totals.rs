@@ -8,7 +8,7 @@
 //! Each pair lives on one worker, which sums what every worker's [`eligible_pairs`] sent
 //! for a time and, once both inputs have passed it, reports each pair whose totals moved,
 //! once, as a [`PairChange`] (old and new figures) under the campaign's text id. One hash
-//! map entry per pair is all the state. The changes come out unsorted, on the worker that
+//! table entry of 24 bytes per pair is all the state. The changes come out unsorted, on the worker that
 //! owns the pair: exactly one per moved pair and time, so nothing downstream consolidates.
 //!
 //! A rebuild (`quiet_until`) emits nothing for its times: the totals it reaches by
@@ -26,10 +26,13 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
 
+use hashbrown::hash_table::Entry;
+
 use crate::hashing::{pair_route, FastMap};
-use crate::model::{tag_of, Campaign, CampaignId, PairChange, PairFigures, PairKey, Tag, Time};
+use crate::model::{tag_of, Campaign, CampaignId, PairChange, PairFigures, PairKey, SellerId, Time};
 use crate::operators::eligible_pairs::{Contribution, PairTag};
 use crate::operators::upsert::Upsert;
+use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable};
 
 /// A pair's totals: (eligible products, eligible stock); (0, 0) for a pair that does not exist.
 pub type PairTotals = (isize, isize);
@@ -78,7 +81,7 @@ pub fn pair_totals<'scope>(
                 });
                 campaigns_in.for_each(|_capability, data| {
                     for update in data.drain(..) {
-                        totals.names.entry(tag_of(&update.key)).or_insert(update.key);
+                        totals.campaigns.name(tag_of(&update.key), || update.key);
                     }
                 });
                 let passed = |time: &Time| !deltas_frontier.less_equal(time) && !campaigns_frontier.less_equal(time);
@@ -111,118 +114,128 @@ pub fn pair_totals<'scope>(
 
 /// A rebuild's totals at `quiet_until`, given as changes from nothing, a slice at a time.
 ///
-/// The totals do not change while it is given (later times wait for it), so slice `i`
-/// is the pairs whose [`slice_of`] is `i` among `slices`, fixed when the first is given.
+/// The totals do not change while it is given (later times wait for it), so the table's
+/// iteration order is fixed and slice `i` is its pairs `i * SNAPSHOT_SLICE..`.
 struct Snapshot {
     capability: Capability<Time>,
-    next: u64,
-    slices: u64,
+    given: usize,
 }
 
 impl Snapshot {
     fn new(capability: Capability<Time>) -> Self {
-        Snapshot {
-            capability,
-            next: 0,
-            slices: 0,
-        }
+        Snapshot { capability, given: 0 }
     }
 
     /// The next slice, and whether it is the last.
     fn next_slice<'a>(&mut self, totals: &'a Totals) -> (impl Iterator<Item = PairChange> + 'a, bool) {
-        if self.next == 0 {
-            self.slices = (totals.totals.len() / SNAPSHOT_SLICE) as u64 + 1;
-        }
-        let (slice, slices, time) = (self.next, self.slices, *self.capability.time());
-        self.next += 1;
+        let (start, time) = (self.given, *self.capability.time());
+        self.given += SNAPSHOT_SLICE;
+        // Skipping walks the table's control bytes only, not its entries.
         let changes = totals
-            .totals
+            .pairs
             .iter()
-            .filter(move |(pair, _)| slices == 1 || slice_of(**pair, slices) == slice)
-            .map(move |(pair, figures)| totals.snapshot_change(*pair, *figures, time));
-        (changes, self.next == slices)
+            .skip(start)
+            .take(SNAPSHOT_SLICE)
+            .map(move |entry| totals.snapshot_change(entry, time));
+        (changes, self.given >= totals.pairs.len())
     }
-}
-
-/// Which of `slices` slices of a snapshot a pair belongs to (a multiplicative hash: the
-/// pairs of one worker already share their `pair_route` residue).
-fn slice_of((tag, seller): PairTag, slices: u64) -> u64 {
-    let mixed = (tag ^ seller.rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> 32) % slices
 }
 
 /// The totals of the pairs this worker owns, and the campaign ids their tags stand for.
 #[derive(Default)]
 struct Totals {
-    totals: FastMap<PairTag, PairTotals>,
-    names: FastMap<Tag, CampaignId>,
+    pairs: PairTable,
+    /// Ids are kept for good: a pair's end may come after its campaign's tombstone.
+    campaigns: CampaignHandles,
 }
 
 impl Totals {
-    fn pair_key(&self, (tag, seller_id): PairTag) -> PairKey {
+    fn pair_key(&self, campaign: CampaignHandle, seller_id: SellerId) -> PairKey {
         let campaign_id = self
-            .names
-            .get(&tag)
+            .campaigns
+            .id(campaign)
             .expect("a pair's campaign arrives no later than its first pair")
             .clone();
         PairKey { seller_id, campaign_id }
     }
 
-    /// Adds one time's sums; `moved` sees each pair whose totals changed, old and new.
-    fn apply(&mut self, sums: FastMap<PairTag, Contribution>, mut moved: impl FnMut(PairTag, PairTotals, PairTotals)) {
-        for (pair, (products, stock)) in sums {
-            if (products, stock) == (0, 0) {
-                continue;
+    /// Adds `delta` to a pair and returns its handle and totals before and after; a pair
+    /// whose totals reach (0, 0) leaves the table.
+    fn add(
+        &mut self,
+        (tag, seller): PairTag,
+        (products, stock): Contribution,
+    ) -> (CampaignHandle, PairTotals, PairTotals) {
+        let campaign = self.campaigns.handle(tag);
+        let products = i32::try_from(products).expect("fewer than 2³¹ products per pair");
+        let (old, new) = match self.pairs.entry(campaign, seller) {
+            Entry::Occupied(mut held) => {
+                let old = totals(held.get());
+                let sums = held.get_mut();
+                sums.products += products;
+                sums.stock += stock;
+                let new = totals(sums);
+                if new == (0, 0) {
+                    held.remove();
+                }
+                (old, new)
             }
-            let old = self.totals.get(&pair).copied().unwrap_or_default();
-            let new = (old.0 + products as isize, old.1 + stock as isize);
-            debug_assert!(new.0 >= 0 && (new.0 > 0 || new.1 == 0), "pair totals went negative");
-            if new.0 == 0 {
-                self.totals.remove(&pair);
-            } else {
-                self.totals.insert(pair, new);
+            Entry::Vacant(vacant) => {
+                let new = PairEntry {
+                    seller,
+                    stock,
+                    campaign,
+                    products,
+                };
+                if totals(&new) != (0, 0) {
+                    vacant.insert(new);
+                }
+                ((0, 0), totals(&new))
             }
-            moved(pair, old, new);
-        }
+        };
+        (campaign, old, new)
     }
 
     /// One time's changes: each moved pair once, with its old and new figures.
     fn changes(&mut self, sums: FastMap<PairTag, Contribution>, time: Time) -> Vec<PairChange> {
-        let mut moved = Vec::new();
-        self.apply(sums, |pair, old, new| moved.push((pair, old, new)));
-        moved
-            .into_iter()
-            .map(|(pair, old, new)| PairChange {
+        let mut changes = Vec::with_capacity(sums.len());
+        for (pair, delta) in sums {
+            if delta == (0, 0) {
+                continue;
+            }
+            let (campaign, old, new) = self.add(pair, delta);
+            debug_assert!(new.0 >= 0 && (new.0 > 0 || new.1 == 0), "pair totals went negative");
+            changes.push(PairChange {
                 time,
-                pair: self.pair_key(pair),
+                pair: self.pair_key(campaign, pair.1),
                 figures: figures(new),
                 previous: figures(old),
-            })
-            .collect()
+            });
+        }
+        changes
     }
 
     /// Adds deltas of times nothing is emitted for, in any order: a pair is kept while
     /// its sums are not both zero (a retraction may come before its addition).
     fn add_all(&mut self, deltas: impl Iterator<Item = (PairTag, Contribution)>) {
-        for (pair, (products, stock)) in deltas {
-            let sum = self.totals.entry(pair).or_default();
-            sum.0 += products as isize;
-            sum.1 += stock as isize;
-            if *sum == (0, 0) {
-                self.totals.remove(&pair);
-            }
+        for (pair, delta) in deltas {
+            self.add(pair, delta);
         }
     }
 
     /// A pair's totals as a change from nothing at `time`.
-    fn snapshot_change(&self, pair: PairTag, totals: PairTotals, time: Time) -> PairChange {
+    fn snapshot_change(&self, entry: &PairEntry, time: Time) -> PairChange {
         PairChange {
             time,
-            pair: self.pair_key(pair),
-            figures: figures(totals),
+            pair: self.pair_key(entry.campaign, entry.seller),
+            figures: figures(totals(entry)),
             previous: None,
         }
     }
+}
+
+fn totals(entry: &PairEntry) -> PairTotals {
+    (entry.products as isize, entry.stock as isize)
 }
 
 /// The figures of existing totals; `None` for a pair that does not exist.
@@ -325,14 +338,5 @@ mod tests {
             assert_eq!(loud.len(), 1);
             assert_eq!(loud[0].1.previous.map(|f| f.eligible_stock), Some(5));
         }
-    }
-
-    #[test]
-    fn slices_split_a_worker_s_pairs_evenly() {
-        let mut counts = [0usize; 8];
-        for seller in 0..80_000u64 {
-            counts[slice_of((tag_of("c"), seller), 8) as usize] += 1;
-        }
-        assert!(counts.iter().all(|count| (9_000..11_000).contains(count)), "{counts:?}");
     }
 }

@@ -28,9 +28,10 @@ use timely::dataflow::Stream;
 use crate::hashing::FastMap;
 use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, SellerId, Tag, Time};
 use crate::operators::eligible_pairs::PairTag;
+use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable};
 
 /// What a sink holds, as the reconcile takes it in: each campaign's id once, and every
-/// pair under its campaign's tag, 32 bytes, not a string apiece (millions of pairs).
+/// pair under its campaign's tag, not a string apiece (millions of pairs).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum HeldItem {
     /// The id a tag stands for; reaches every worker.
@@ -39,12 +40,13 @@ pub enum HeldItem {
     Pair(PairTag, PairFigures),
 }
 
-/// The pairs a sink holds, gathered at start-up: keyed by (campaign tag, seller), with
-/// each campaign's id kept once. A pair given twice keeps its last figures.
+/// The pairs a sink holds, gathered at start-up: 24 bytes each, under a handle of their
+/// campaign ([`PairTable`]), with each campaign's id kept once. A pair given twice keeps
+/// its last figures.
 #[derive(Clone, Debug, Default)]
 pub struct Held {
-    pairs: FastMap<PairTag, PairFigures>,
-    names: FastMap<Tag, CampaignId>,
+    pairs: PairTable,
+    campaigns: CampaignHandles,
 }
 
 impl Held {
@@ -54,14 +56,21 @@ impl Held {
 
     /// Holds `pair` with `figures`.
     pub fn push(&mut self, (pair, figures): (PairKey, PairFigures)) {
-        let tag = tag_of(&pair.campaign_id);
-        self.pairs.insert((tag, pair.seller_id), figures);
-        self.names.entry(tag).or_insert(pair.campaign_id);
+        let campaign = self.handle(&pair.campaign_id);
+        self.pairs.insert(PairEntry::held(campaign, pair.seller_id, figures));
+    }
+
+    fn handle(&mut self, campaign_id: &CampaignId) -> CampaignHandle {
+        let tag = tag_of(campaign_id);
+        self.campaigns.name(tag, || campaign_id.clone());
+        self.campaigns.handle(tag)
     }
 
     /// No longer holds `pair` (a delete read back from a log).
     pub fn remove(&mut self, pair: &PairKey) {
-        self.pairs.remove(&(tag_of(&pair.campaign_id), pair.seller_id));
+        if let Some(campaign) = self.campaigns.get(tag_of(&pair.campaign_id)) {
+            self.pairs.remove(campaign, pair.seller_id);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -74,38 +83,40 @@ impl Held {
 
     /// The figures held for `pair`.
     pub fn get(&self, pair: &PairKey) -> Option<PairFigures> {
-        self.pairs.get(&(tag_of(&pair.campaign_id), pair.seller_id)).copied()
+        let campaign = self.campaigns.get(tag_of(&pair.campaign_id))?;
+        self.pairs.get(campaign, pair.seller_id).map(PairEntry::figures)
     }
 
     /// Every pair keeps its place with figures no rebuilt pair has: each is then written
     /// again (`--from earliest`), and those no longer rebuilt are still deleted.
     pub fn forget_figures(&mut self) {
-        let nothing = PairFigures {
-            eligible_products: 0,
-            eligible_stock: 0,
-        };
-        self.pairs.values_mut().for_each(|figures| *figures = nothing);
+        self.pairs
+            .iter_mut()
+            .for_each(|entry| (entry.products, entry.stock) = (0, 0));
     }
 
     /// Every pair with its campaign's id (for tests and tools; allocates an id per pair).
     pub fn pairs(&self) -> impl Iterator<Item = (PairKey, PairFigures)> + '_ {
-        self.pairs.iter().map(|((tag, seller_id), figures)| {
+        self.pairs.iter().map(|entry| {
             let pair = PairKey {
-                seller_id: *seller_id,
-                campaign_id: self.names[tag].clone(),
+                seller_id: entry.seller,
+                campaign_id: self.campaigns.id(entry.campaign).expect("named when held").clone(),
             };
-            (pair, *figures)
+            (pair, entry.figures())
         })
     }
 
     /// What the reconcile takes in: the names first, then the pairs.
     pub fn into_items(self) -> impl Iterator<Item = HeldItem> {
-        let names = self.names.into_iter().map(|(tag, name)| HeldItem::Name(tag, name));
-        names.chain(
-            self.pairs
-                .into_iter()
-                .map(|(pair, figures)| HeldItem::Pair(pair, figures)),
-        )
+        let Held { pairs, campaigns } = self;
+        let names: Vec<HeldItem> = campaigns
+            .named()
+            .map(|(tag, name)| HeldItem::Name(tag, name.clone()))
+            .collect();
+        let pairs = pairs
+            .into_iter()
+            .map(move |entry| HeldItem::Pair((campaigns.tag(entry.campaign), entry.seller), entry.figures()));
+        names.into_iter().chain(pairs)
     }
 }
 
@@ -200,9 +211,10 @@ where
 /// What a worker gathers until `live_from`: the held pairs and the rebuilt figures.
 #[derive(Default)]
 struct Rebuild {
-    /// Keyed by campaign tag, not id: millions of held pairs need not each own a string.
-    held: FastMap<PairTag, PairFigures>,
-    names: FastMap<Tag, CampaignId>,
+    /// Under a handle of their campaign, 24 bytes each: millions of held pairs need not
+    /// each own a string.
+    held: PairTable,
+    campaigns: CampaignHandles,
     /// Changes of times not yet taken in.
     pending: BTreeMap<Time, Vec<PairChange>>,
     /// Each pair's figures after the folded times before `live_from`, `None` where it ended.
@@ -212,11 +224,10 @@ struct Rebuild {
 impl Rebuild {
     fn hold(&mut self, item: HeldItem) {
         match item {
-            HeldItem::Name(tag, name) => {
-                self.names.entry(tag).or_insert(name);
-            }
-            HeldItem::Pair(pair, figures) => {
-                self.held.insert(pair, figures);
+            HeldItem::Name(tag, name) => self.campaigns.name(tag, || name),
+            HeldItem::Pair((tag, seller), figures) => {
+                let campaign = self.campaigns.handle(tag);
+                self.held.insert(PairEntry::held(campaign, seller, figures));
             }
         }
     }
@@ -235,7 +246,11 @@ impl Rebuild {
 
     /// The change that takes a pair's sinks from what they hold to `figures`, if any.
     fn against_held(&mut self, pair: PairKey, figures: Option<PairFigures>, live_from: Time) -> Option<PairChange> {
-        let previous = self.held.remove(&(tag_of(&pair.campaign_id), pair.seller_id));
+        let previous = self
+            .campaigns
+            .get(tag_of(&pair.campaign_id))
+            .and_then(|campaign| self.held.remove(campaign, pair.seller_id))
+            .map(|entry| entry.figures());
         (figures != previous).then_some(PairChange {
             time: live_from,
             pair,
@@ -255,15 +270,20 @@ impl Rebuild {
             .into_iter()
             .filter_map(|(pair, figures)| self.against_held(pair, figures, live_from))
             .collect();
-        let names = &self.names;
-        changes.extend(self.held.drain().map(|((tag, seller_id), previous)| PairChange {
-            time: live_from,
-            pair: PairKey {
-                seller_id,
-                campaign_id: names[&tag].clone(),
-            },
-            figures: None,
-            previous: Some(previous),
+        let campaigns = &self.campaigns;
+        changes.extend(self.held.drain().map(|entry| {
+            PairChange {
+                time: live_from,
+                pair: PairKey {
+                    seller_id: entry.seller,
+                    campaign_id: campaigns
+                        .id(entry.campaign)
+                        .expect("a held pair's campaign is named")
+                        .clone(),
+                },
+                figures: None,
+                previous: Some(entry.figures()),
+            }
         }));
         changes
     }

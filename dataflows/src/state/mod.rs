@@ -1,7 +1,8 @@
 //! What one worker of the eligibility operator keeps: its products, every campaign, the
-//! category tree.
+//! category tree; and the figures per pair the totals and the reconcile keep.
 
 pub mod campaigns;
+pub mod pairs;
 pub mod products;
 pub mod tree;
 

@@ -1,9 +1,15 @@
 //! One worker's share of the products: each product once, in a slab, indexed by its keys.
 //!
-//! A product lives in one slot of a vector; its key maps to the slot, and each of its
-//! predicate keys (category, brand, seller) holds the slot, a 4-byte integer. A campaign
-//! change then meets only the products under its own keys, and a campaign with no list
-//! criterion scans the slab, which is contiguous.
+//! A product lives in one slot of a chunked vector, with its key; a hash table of slots,
+//! 4 bytes each, finds it by that key, and each of its predicate keys (category, brand,
+//! seller) holds the slot too. A campaign change then meets only the products under its
+//! own keys, and a campaign with no list criterion scans the slab, which is contiguous.
+//!
+//! The key lives once, in the slot: a map from key to slot would hold it again in its
+//! buckets (24 bytes with the slot, at hashbrown's load ~40 bytes per product, the largest
+//! part of a rebuild's memory); a table of slots costs ~8.
+
+use hashbrown::HashTable;
 
 use crate::hashing::{FastMap, FastSet};
 use crate::model::{Product, ProductKey};
@@ -13,28 +19,38 @@ type Slot = u32;
 
 #[derive(Default)]
 pub struct ProductTable {
-    slots: FastMap<ProductKey, Slot>,
+    /// Every live slot, placed by its key's hash.
+    slots: HashTable<Slot>,
     products: Slab,
     free: Vec<Slot>,
     by_key: FastMap<PredicateKey, FastSet<Slot>>,
 }
 
+/// Where a key sits in the table: the key is already a uniform 128-bit hash; its low half
+/// routes products to workers, so all of one worker's keys share its residue: the high half.
+fn place(key: &ProductKey) -> u64 {
+    key.0[1]
+}
+
 impl ProductTable {
     /// Replaces the product under `key` (`None` deletes it) and returns what was there.
     pub fn upsert(&mut self, key: ProductKey, new: Option<Product>) -> Option<Product> {
-        let slot = match (self.slots.get(&key), new) {
-            (Some(slot), _) => *slot,
+        let products = &self.products;
+        let found = self
+            .slots
+            .find(place(&key), |slot| products.get(*slot).key == key)
+            .copied();
+        let (slot, old) = match (found, new) {
+            (Some(slot), _) => (slot, Some(self.products.get(slot).product)),
             (None, None) => return None,
-            (None, Some(_)) => {
-                let slot = self.free.pop().unwrap_or_else(|| {
-                    self.products.push(None);
-                    Slot::try_from(self.products.len() - 1).expect("fewer than 2³² products per worker")
-                });
-                self.slots.insert(key, slot);
-                slot
+            (None, Some(product)) => {
+                let slot = self.products.insert(&mut self.free, Stored { key, product });
+                let products = &self.products;
+                self.slots
+                    .insert_unique(place(&key), slot, |slot| place(&products.get(*slot).key));
+                (slot, None)
             }
         };
-        let old = std::mem::replace(self.products.get_mut(slot), new);
         if old == new {
             return old;
         }
@@ -57,9 +73,19 @@ impl ProductTable {
             }
             self.by_key.entry(new_key).or_default().insert(slot);
         }
-        if new.is_none() {
-            self.slots.remove(&key);
-            self.free.push(slot);
+        match new {
+            Some(product) => self.products.get_mut(slot).product = product,
+            None => {
+                let products = &self.products;
+                if let Ok(entry) = self
+                    .slots
+                    .find_entry(place(&key), |slot| products.get(*slot).key == key)
+                {
+                    entry.remove();
+                }
+                self.products.vacate(slot);
+                self.free.push(slot);
+            }
         }
         old
     }
@@ -70,7 +96,7 @@ impl ProductTable {
             .get(&key)
             .into_iter()
             .flatten()
-            .filter_map(|slot| self.products.get(*slot).as_ref())
+            .map(|slot| &self.products.get(*slot).product)
     }
 
     /// Whether some product is indexed under `key`.
@@ -80,18 +106,37 @@ impl ProductTable {
 
     /// Every product of the share.
     pub fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
-        self.products.iter().flatten()
+        self.products.iter()
     }
+
+    /// Live products.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+/// A product and its key, in its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stored {
+    key: ProductKey,
+    product: Product,
 }
 
 /// Slots in chunks of fixed size: growing never copies the slab or holds it twice (a
 /// doubling vector of 10M products would reserve room for 16.7M and copy 8M on its way).
+/// A vacant slot keeps its last content and is marked in `vacant`, a bit per slot: an
+/// `Option` would add 8 bytes to every slot.
 #[derive(Default)]
 struct Slab {
-    chunks: Vec<Vec<Option<Product>>>,
+    chunks: Vec<Vec<Stored>>,
+    vacant: Vec<u64>,
 }
 
-/// Slots per chunk: 3 MB of products.
+/// Slots per chunk: 3.5 MB of products.
 const CHUNK: usize = 1 << 16;
 
 impl Slab {
@@ -101,29 +146,54 @@ impl Slab {
             .map_or(0, |last| (self.chunks.len() - 1) * CHUNK + last.len())
     }
 
-    fn push(&mut self, product: Option<Product>) {
+    /// Stores `stored` in a free slot, or a new one, and returns the slot.
+    fn insert(&mut self, free: &mut Vec<Slot>, stored: Stored) -> Slot {
+        if let Some(slot) = free.pop() {
+            *self.get_mut(slot) = stored;
+            self.vacant[slot as usize / 64] &= !(1 << (slot % 64));
+            return slot;
+        }
+        let slot = Slot::try_from(self.len()).expect("fewer than 2³² products per worker");
         match self.chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => last.push(product),
+            Some(last) if last.len() < CHUNK => last.push(stored),
             _ => {
                 let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(product);
+                chunk.push(stored);
                 self.chunks.push(chunk);
             }
         }
+        if slot % 64 == 0 {
+            self.vacant.push(0);
+        }
+        slot
     }
 
-    fn get(&self, slot: Slot) -> &Option<Product> {
+    fn vacate(&mut self, slot: Slot) {
+        self.vacant[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    fn is_vacant(&self, slot: usize) -> bool {
+        self.vacant[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    fn get(&self, slot: Slot) -> &Stored {
         let slot = slot as usize;
         &self.chunks[slot / CHUNK][slot % CHUNK]
     }
 
-    fn get_mut(&mut self, slot: Slot) -> &mut Option<Product> {
+    fn get_mut(&mut self, slot: Slot) -> &mut Stored {
         let slot = slot as usize;
         &mut self.chunks[slot / CHUNK][slot % CHUNK]
     }
 
-    fn iter(&self) -> impl Iterator<Item = &Option<Product>> + '_ {
-        self.chunks.iter().flatten()
+    /// The products of the live slots, in slot order.
+    fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
+        self.chunks
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter(|(slot, _)| !self.is_vacant(*slot))
+            .map(|(_, stored)| &stored.product)
     }
 }
 
@@ -173,12 +243,13 @@ mod tests {
             "an emptied key is dropped"
         );
         assert_eq!(stocks(&table, PredicateKey::Brand(7)), vec![20]);
-        assert_eq!(table.slots.len(), 1);
-        assert_eq!(*table.products.get(table.slots[&b]), Some(product(2, 7, 20)));
+        assert_eq!(table.len(), 1);
+        assert_eq!(table.iter().copied().collect::<Vec<_>>(), vec![product(2, 7, 20)]);
         // The freed slot is reused.
         table.upsert(a, Some(product(3, 8, 1)));
         assert_eq!(table.products.len(), 2);
         assert_eq!(table.iter().count(), 2);
+        assert_eq!(table.upsert(a, Some(product(3, 8, 2))), Some(product(3, 8, 1)));
     }
 }
 
@@ -187,25 +258,37 @@ mod slab_tests {
     use super::*;
 
     #[test]
-    fn the_slab_addresses_slots_across_chunks() {
+    fn the_slab_addresses_slots_across_chunks_and_reuses_vacant_ones() {
         let mut slab = Slab::default();
-        let product = |stock| Product {
-            seller_id: 1,
-            category_id: 2,
-            brand_id: 3,
-            price_minor: 4,
-            stock,
+        let mut free = Vec::new();
+        let stored = |stock: u32| Stored {
+            key: ProductKey([u64::from(stock), 0]),
+            product: Product {
+                seller_id: 1,
+                category_id: 2,
+                brand_id: 3,
+                price_minor: 4,
+                stock,
+            },
         };
         for stock in 0..(2 * CHUNK as u32 + 5) {
-            slab.push(Some(product(stock)));
+            assert_eq!(slab.insert(&mut free, stored(stock)), stock);
         }
         assert_eq!(slab.len(), 2 * CHUNK + 5);
         assert_eq!(slab.chunks.len(), 3);
         assert!(slab.chunks.iter().all(|chunk| chunk.capacity() == CHUNK));
-        *slab.get_mut(CHUNK as Slot) = None;
-        assert_eq!(*slab.get(CHUNK as Slot + 1), Some(product(CHUNK as u32 + 1)));
-        assert_eq!(slab.iter().flatten().count(), 2 * CHUNK + 4);
-        let stocks: Vec<u32> = slab.iter().flatten().map(|p| p.stock).take(3).collect();
+        slab.vacate(CHUNK as Slot);
+        free.push(CHUNK as Slot);
+        assert_eq!(*slab.get(CHUNK as Slot + 1), stored(CHUNK as u32 + 1));
+        assert_eq!(slab.iter().count(), 2 * CHUNK + 4, "a vacant slot is not a product");
+        let stocks: Vec<u32> = slab.iter().map(|p| p.stock).take(3).collect();
         assert_eq!(stocks, vec![0, 1, 2]);
+        assert_eq!(
+            slab.insert(&mut free, stored(7)),
+            CHUNK as Slot,
+            "the vacant slot is reused"
+        );
+        assert_eq!(slab.iter().count(), 2 * CHUNK + 5);
+        assert_eq!(slab.len(), 2 * CHUNK + 5);
     }
 }
