@@ -85,6 +85,6 @@ pub fn render_eligibility<'scope>(
     });
     let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
-    let deltas = eligible_pairs(products, campaigns.clone(), ancestors);
+    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, quiet_until);
     pair_totals(deltas, campaigns, quiet_until)
 }

@@ -54,19 +54,30 @@ pub type Contribution = (i64, i64);
 
 /// Builds the operator; `campaigns` and `ancestors` must reach every worker whole
 /// (broadcast).
+///
+/// `quiet_until`, for a rebuild: the times up to it change the state only, and what the
+/// state then holds leaves once, at `quiet_until`, as each (pair, totals) of this worker's
+/// share ([`EndOfRebuild`]).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
+    quiet_until: Option<Time>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
+    let scope = products.scope();
     let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), products.scope());
+    let activator = scope.activator_for(builder.operator_info().address);
     let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
     let mut products_in = builder.new_input(products, by_product);
     let mut campaigns_in = builder.new_input(campaigns, Pipeline);
     let mut ancestors_in = builder.new_input(ancestors, Pipeline);
     let (output, stream) = builder.new_output();
     let mut output = OutputBuilder::<_, CapacityContainerBuilder<Vec<(PairTag, Contribution)>>>::from(output);
-    builder.build(move |_capabilities| {
+    builder.build(move |mut capabilities| {
+        // Held at `quiet_until` until the end of the rebuild is given.
+        let mut end = quiet_until.map(|time| capabilities.pop().expect("one output").delayed(&time));
+        drop(capabilities);
+        let mut end_of_rebuild: Option<EndOfRebuild> = None;
         let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
         let mut state = Matcher::default();
         // Emptied product maps of applied times, kept for the next ones.
@@ -91,21 +102,49 @@ pub fn eligible_pairs<'scope>(
                     *pending.ancestors.entry(pair).or_default() += diff;
                 }
             });
-            while let Some(entry) = pending.first_entry() {
-                let time = *entry.key();
-                if frontiers.iter().any(|frontier| frontier.less_equal(&time)) {
-                    break;
+            let passed = |time: &Time| !frontiers.iter().any(|frontier| frontier.less_equal(time));
+            loop {
+                if let Some(giving) = end_of_rebuild.as_mut() {
+                    let done = giving.next_slice(&mut state);
+                    output
+                        .session(&giving.capability)
+                        .give_iterator(state.seller_deltas.drain(..));
+                    if !done {
+                        // The later times wait until every slice is out.
+                        activator.activate();
+                        return;
+                    }
+                    end_of_rebuild = None;
+                    state.shrink_scratch((0, 0));
                 }
+                let next = pending.first_key_value().map(|(time, _)| *time);
+                if let Some(end_time) = end.as_ref().map(|capability| *capability.time()) {
+                    if next.is_none_or(|time| time > end_time) {
+                        if !passed(&end_time) {
+                            break;
+                        }
+                        let capability = end.take().expect("checked");
+                        end_of_rebuild = Some(EndOfRebuild::new(capability, &state.products));
+                        continue;
+                    }
+                }
+                let Some(time) = next.filter(|time| passed(time)) else {
+                    break;
+                };
                 let PendingTime {
                     capability,
                     mut products,
                     campaigns,
                     ancestors,
-                } = entry.remove();
-                state.apply_campaigns(campaigns);
-                state.apply_tree(ancestors);
+                } = pending.remove(&time).expect("the first time");
                 let records = products.len();
-                state.apply_products(&mut products);
+                if quiet_until.is_some_and(|quiet_until| time <= quiet_until) {
+                    state.apply_quietly(campaigns, ancestors, &mut products);
+                } else {
+                    state.apply_campaigns(campaigns);
+                    state.apply_tree(ancestors);
+                    state.apply_products(&mut products);
+                }
                 if recycled.len() < 2 {
                     // A map grown by a rebuild chunk would be swept whole at every small
                     // live time: it keeps room for what this time held, not its peak.
@@ -159,10 +198,9 @@ struct Matcher {
     /// What the product step adds, summed per seller (a pair may also be in `deltas`).
     seller_deltas: Vec<(PairTag, Contribution)>,
     /// The product step's scratch: the versions that leave (-1) or join (+1), by seller,
-    /// and one seller's sums per campaign handle with the handles touched.
+    /// and one seller's sums.
     versions: Vec<(Product, i64)>,
-    per_campaign: Vec<Contribution>,
-    touched: Vec<Handle>,
+    sums: SellerSums,
 }
 
 impl Matcher {
@@ -331,30 +369,42 @@ impl Matcher {
         }
         versions.sort_unstable_by_key(|(product, _sign)| product.seller_id);
         self.campaigns.prepare();
-        self.per_campaign.clear();
-        self.per_campaign.resize(self.campaigns.handles(), (0, 0));
         for seller in versions.chunk_by(|a, b| a.0.seller_id == b.0.seller_id) {
-            for (product, sign) in seller {
-                let (per_campaign, touched) = (&mut self.per_campaign, &mut self.touched);
-                self.campaigns.candidates(product, |active| {
-                    if is_eligible(product, NO_ANCESTORS, &active.residual) {
-                        let sum = &mut per_campaign[active.handle as usize];
-                        if *sum == (0, 0) {
-                            touched.push(active.handle);
-                        }
-                        sum.0 += sign;
-                        sum.1 += sign * i64::from(product.stock);
-                    }
-                });
+            let versions = seller.iter().map(|(product, sign)| (product, *sign));
+            self.sums.add_seller(
+                &self.campaigns,
+                seller[0].0.seller_id,
+                versions,
+                &mut self.seller_deltas,
+            );
+        }
+    }
+
+    /// A time of a rebuild, before its end: the state takes the changes, and nothing is
+    /// counted; the end gives the whole state's contribution at once. The per-time deltas
+    /// of a rebuild's chunks add up to several times the pairs they end at (a seller's
+    /// products are met again in every chunk), each summed into the totals on its way.
+    fn apply_quietly(
+        &mut self,
+        campaigns: LatestUpserts<CampaignId, Campaign>,
+        ancestors: FastMap<(CategoryId, CategoryId), isize>,
+        products: &mut LatestUpserts<ProductKey, Product>,
+    ) {
+        for (id, new) in campaigns.into_latest() {
+            if self.campaigns.get(&id) != new.as_ref() {
+                self.campaigns.upsert(&id, new);
             }
-            let seller_id = seller[0].0.seller_id;
-            for handle in self.touched.drain(..) {
-                let sum = std::mem::take(&mut self.per_campaign[handle as usize]);
-                if sum != (0, 0) {
-                    let tag = self.campaigns.active(handle).tag;
-                    self.seller_deltas.push(((tag, seller_id), sum));
-                }
+        }
+        if !ancestors.is_empty() {
+            let moved = self
+                .tree
+                .apply(ancestors.into_iter().filter(|(_pair, diff)| *diff != 0));
+            for moved in moved {
+                self.campaigns.set_ancestors(moved.category, &moved.after);
             }
+        }
+        for (key, new) in products.drain_latest() {
+            self.products.upsert(key, new);
         }
     }
 
@@ -385,6 +435,96 @@ impl Matcher {
         if self.versions.capacity() > 2 * room(self.versions.len()) {
             self.versions.clear();
             self.versions.shrink_to(KEEP);
+        }
+    }
+}
+
+/// The end of a rebuild: every pair the worker's share of the products reaches, with its
+/// totals from this share, given seller by seller in slices (what is given waits in the
+/// channel until the totals take it).
+struct EndOfRebuild {
+    capability: Capability<Time>,
+    sellers: Vec<SellerId>,
+    next: usize,
+}
+
+/// At most about this many pairs leave in one activation.
+const END_SLICE: usize = if cfg!(test) { 64 } else { 1 << 18 };
+
+impl EndOfRebuild {
+    fn new(capability: Capability<Time>, products: &ProductTable) -> Self {
+        let mut sellers = products.sellers();
+        // Deterministic work order (the sums do not depend on it).
+        sellers.sort_unstable();
+        EndOfRebuild {
+            capability,
+            sellers,
+            next: 0,
+        }
+    }
+
+    /// Sums the next sellers into `state.seller_deltas`; whether it was the last slice.
+    fn next_slice(&mut self, state: &mut Matcher) -> bool {
+        state.campaigns.prepare();
+        while let Some(&seller_id) = self.sellers.get(self.next) {
+            self.next += 1;
+            let versions = state
+                .products
+                .with_key(PredicateKey::Seller(seller_id))
+                .map(|product| (product, 1));
+            state
+                .sums
+                .add_seller(&state.campaigns, seller_id, versions, &mut state.seller_deltas);
+            if state.seller_deltas.len() >= END_SLICE {
+                break;
+            }
+        }
+        self.next == self.sellers.len()
+    }
+}
+
+/// One seller's sums, in an array indexed by campaign handle (a few KB), with the handles
+/// touched: a rebuild's chunk of 100,000 products meets millions of (campaign, seller)
+/// pairs, and a hash map of them was the hot spot.
+#[derive(Default)]
+struct SellerSums {
+    per_campaign: Vec<Contribution>,
+    touched: Vec<Handle>,
+}
+
+impl SellerSums {
+    /// Adds one seller's product versions, each joining (+1) or leaving (-1) the campaigns
+    /// it meets, and pushes the seller's non-zero sums to `out`.
+    fn add_seller<'p>(
+        &mut self,
+        campaigns: &CampaignTable,
+        seller_id: SellerId,
+        versions: impl Iterator<Item = (&'p Product, i64)>,
+        out: &mut Vec<(PairTag, Contribution)>,
+    ) {
+        if self.per_campaign.len() != campaigns.handles() {
+            // Every sum is taken back to zero below, so only a new size needs a reset.
+            self.per_campaign.clear();
+            self.per_campaign.resize(campaigns.handles(), (0, 0));
+        }
+        let (per_campaign, touched) = (&mut self.per_campaign, &mut self.touched);
+        for (product, sign) in versions {
+            campaigns.candidates(product, |active| {
+                if is_eligible(product, NO_ANCESTORS, &active.residual) {
+                    let sum = &mut per_campaign[active.handle as usize];
+                    if *sum == (0, 0) {
+                        touched.push(active.handle);
+                    }
+                    sum.0 += sign;
+                    sum.1 += sign * i64::from(product.stock);
+                }
+            });
+        }
+        for handle in touched.drain(..) {
+            let sum = std::mem::take(&mut per_campaign[handle as usize]);
+            if sum != (0, 0) {
+                out.push(((campaigns.active(handle).tag, seller_id), sum));
+            }
         }
     }
 }

@@ -12,7 +12,7 @@
 use hashbrown::HashTable;
 
 use crate::hashing::{FastMap, FastSet};
-use crate::model::{Product, ProductKey};
+use crate::model::{Product, ProductKey, SellerId};
 use crate::rule::PredicateKey;
 
 type Slot = u32;
@@ -107,6 +107,17 @@ impl ProductTable {
     /// Every product of the share.
     pub fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
         self.products.iter()
+    }
+
+    /// The sellers with a product here.
+    pub fn sellers(&self) -> Vec<SellerId> {
+        self.by_key
+            .keys()
+            .filter_map(|key| match key {
+                PredicateKey::Seller(seller) => Some(*seller),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Live products.
