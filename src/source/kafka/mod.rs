@@ -397,6 +397,7 @@ impl KafkaSource {
             seconds = self.rebuild_started.elapsed().as_secs_f64(),
             "rebuild complete; reading live"
         );
+        give_back_prefetch_memory();
         let mut paused = TopicPartitionList::new();
         let now = Instant::now();
         for index in 0..self.partitions.len() {
@@ -567,5 +568,17 @@ impl Source for KafkaSource {
                 .max(LIVE_TIME_BASE)
                 .max(self.read_ahead.floor()),
         }
+    }
+}
+
+/// librdkafka allocates with the C allocator, in arenas of its threads: the rebuild's
+/// prefetch queues (millions of messages) leave their memory free in those arenas, but
+/// still resident, beside the state the rebuild just built. Trimming returns it to the
+/// system once the flood is over (10M-product quiet restart: peak 2,337 -> 2,071 MiB).
+fn give_back_prefetch_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the C allocator; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
