@@ -32,7 +32,7 @@
 //! categories and their descendants (or one scan of each worker's share, for campaigns
 //! without list criteria), so it recomputes only its own pairs. A tree change touches only
 //! the products of the categories whose ancestors changed, for the campaigns naming an
-//! ancestor lost or gained. The totals are one hash map entry per pair, on the worker the
+//! ancestor lost or gained. The totals are one 24-byte table entry per pair, on the worker the
 //! pair hashes to.
 //!
 //! Why not differential's `join` and `count`: campaigns are a small dimension beside the

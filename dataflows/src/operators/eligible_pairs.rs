@@ -25,6 +25,11 @@
 //!    lookups, one more per ancestor of its category: the campaign table keeps each
 //!    category's ancestors in the entry the first lookup finds).
 //!
+//! A rebuild (`quiet_until`) skips the three steps for its times: they only change the
+//! state, and once every input has passed `quiet_until` each seller's products are met
+//! once, giving `F(P, C, T)` of the whole share at `quiet_until` (its chunks' deltas
+//! would add up to several times the pairs they end at).
+//!
 //! The steps telescope to exactly `F(P_t, C_t, T_t) - F(P_{t-1}, C_{t-1}, T_{t-1})`, the
 //! change of every pair's totals at `t`, summed on this worker before anything is
 //! exchanged. Without category records the tree stays empty and each step is the flat one.
@@ -65,7 +70,7 @@ pub fn eligible_pairs<'scope>(
     quiet_until: Option<Time>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
     let scope = products.scope();
-    let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), products.scope());
+    let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
     let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
     let mut products_in = builder.new_input(products, by_product);
@@ -195,7 +200,8 @@ struct Matcher {
     tree: CategoryTree,
     /// What the campaign and tree steps add to each pair.
     deltas: FastMap<PairTag, Contribution>,
-    /// What the product step adds, summed per seller (a pair may also be in `deltas`).
+    /// What the product step (or a rebuild's end) adds, summed per seller (a pair may
+    /// also be in `deltas`).
     seller_deltas: Vec<(PairTag, Contribution)>,
     /// The product step's scratch: the versions that leave (-1) or join (+1), by seller,
     /// and one seller's sums.

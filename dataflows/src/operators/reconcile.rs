@@ -28,7 +28,7 @@ use timely::dataflow::Stream;
 use crate::hashing::FastMap;
 use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, SellerId, Tag, Time};
 use crate::operators::eligible_pairs::PairTag;
-use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable};
+use crate::state::pairs::{CampaignHandles, PairEntry, PairTable};
 
 /// What a sink holds, as the reconcile takes it in: each campaign's id once, and every
 /// pair under its campaign's tag, not a string apiece (millions of pairs).
@@ -56,14 +56,9 @@ impl Held {
 
     /// Holds `pair` with `figures`.
     pub fn push(&mut self, (pair, figures): (PairKey, PairFigures)) {
-        let campaign = self.handle(&pair.campaign_id);
-        self.pairs.insert(PairEntry::held(campaign, pair.seller_id, figures));
-    }
-
-    fn handle(&mut self, campaign_id: &CampaignId) -> CampaignHandle {
-        let tag = tag_of(campaign_id);
-        self.campaigns.name(tag, || campaign_id.clone());
-        self.campaigns.handle(tag)
+        let PairKey { seller_id, campaign_id } = pair;
+        let campaign = self.campaigns.name(tag_of(&campaign_id), || campaign_id);
+        self.pairs.insert(PairEntry::held(campaign, seller_id, figures));
     }
 
     /// No longer holds `pair` (a delete read back from a log).
@@ -224,7 +219,9 @@ struct Rebuild {
 impl Rebuild {
     fn hold(&mut self, item: HeldItem) {
         match item {
-            HeldItem::Name(tag, name) => self.campaigns.name(tag, || name),
+            HeldItem::Name(tag, name) => {
+                self.campaigns.name(tag, || name);
+            }
             HeldItem::Pair((tag, seller), figures) => {
                 let campaign = self.campaigns.handle(tag);
                 self.held.insert(PairEntry::held(campaign, seller, figures));

@@ -40,10 +40,11 @@ impl CampaignHandles {
         self.handles.get(&tag).copied()
     }
 
-    /// Remembers the id `tag` stands for (the first one given).
-    pub fn name(&mut self, tag: Tag, campaign_id: impl FnOnce() -> CampaignId) {
+    /// Remembers the id `tag` stands for (the first one given), and returns its handle.
+    pub fn name(&mut self, tag: Tag, campaign_id: impl FnOnce() -> CampaignId) -> CampaignHandle {
         let handle = self.handle(tag);
         self.ids[handle as usize].1.get_or_insert_with(campaign_id);
+        handle
     }
 
     /// The id of a handle's campaign, once named.
@@ -186,7 +187,7 @@ mod tests {
         let (a, b) = (campaigns.handle(11), campaigns.handle(22));
         assert_eq!(campaigns.handle(11), a, "a tag keeps its handle");
         assert_ne!(a, b);
-        campaigns.name(11, || "a".to_owned());
+        assert_eq!(campaigns.name(11, || "a".to_owned()), a);
         campaigns.name(11, || "not kept".to_owned());
         assert_eq!(campaigns.id(a).map(String::as_str), Some("a"));
         assert_eq!(campaigns.id(b), None);

@@ -22,7 +22,6 @@ pub struct ProductTable {
     /// Every live slot, placed by its key's hash.
     slots: HashTable<Slot>,
     products: Slab,
-    free: Vec<Slot>,
     by_key: FastMap<PredicateKey, FastSet<Slot>>,
 }
 
@@ -36,15 +35,21 @@ impl ProductTable {
     /// Replaces the product under `key` (`None` deletes it) and returns what was there.
     pub fn upsert(&mut self, key: ProductKey, new: Option<Product>) -> Option<Product> {
         let products = &self.products;
-        let found = self
-            .slots
-            .find(place(&key), |slot| products.get(*slot).key == key)
-            .copied();
+        let is_key = |slot: &Slot| products.get(*slot).key == key;
+        // A delete leaves the table in the same lookup that finds it.
+        let found = match new {
+            Some(_) => self.slots.find(place(&key), is_key).copied(),
+            None => self
+                .slots
+                .find_entry(place(&key), is_key)
+                .ok()
+                .map(|entry| entry.remove().0),
+        };
         let (slot, old) = match (found, new) {
             (Some(slot), _) => (slot, Some(self.products.get(slot).product)),
             (None, None) => return None,
             (None, Some(product)) => {
-                let slot = self.products.insert(&mut self.free, Stored { key, product });
+                let slot = self.products.insert(Stored { key, product });
                 let products = &self.products;
                 self.slots
                     .insert_unique(place(&key), slot, |slot| place(&products.get(*slot).key));
@@ -75,17 +80,7 @@ impl ProductTable {
         }
         match new {
             Some(product) => self.products.get_mut(slot).product = product,
-            None => {
-                let products = &self.products;
-                if let Ok(entry) = self
-                    .slots
-                    .find_entry(place(&key), |slot| products.get(*slot).key == key)
-                {
-                    entry.remove();
-                }
-                self.products.vacate(slot);
-                self.free.push(slot);
-            }
+            None => self.products.vacate(slot),
         }
         old
     }
@@ -140,11 +135,12 @@ struct Stored {
 /// Slots in chunks of fixed size: growing never copies the slab or holds it twice (a
 /// doubling vector of 10M products would reserve room for 16.7M and copy 8M on its way).
 /// A vacant slot keeps its last content and is marked in `vacant`, a bit per slot: an
-/// `Option` would add 8 bytes to every slot.
+/// `Option` would add 8 bytes to every slot. Vacant slots are filled again first.
 #[derive(Default)]
 struct Slab {
     chunks: Vec<Vec<Stored>>,
     vacant: Vec<u64>,
+    free: Vec<Slot>,
 }
 
 /// Slots per chunk: 3.5 MB of products.
@@ -157,9 +153,9 @@ impl Slab {
             .map_or(0, |last| (self.chunks.len() - 1) * CHUNK + last.len())
     }
 
-    /// Stores `stored` in a free slot, or a new one, and returns the slot.
-    fn insert(&mut self, free: &mut Vec<Slot>, stored: Stored) -> Slot {
-        if let Some(slot) = free.pop() {
+    /// Stores `stored` in a vacant slot, or a new one, and returns the slot.
+    fn insert(&mut self, stored: Stored) -> Slot {
+        if let Some(slot) = self.free.pop() {
             *self.get_mut(slot) = stored;
             self.vacant[slot as usize / 64] &= !(1 << (slot % 64));
             return slot;
@@ -181,6 +177,7 @@ impl Slab {
 
     fn vacate(&mut self, slot: Slot) {
         self.vacant[slot as usize / 64] |= 1 << (slot % 64);
+        self.free.push(slot);
     }
 
     fn is_vacant(&self, slot: usize) -> bool {
@@ -271,7 +268,6 @@ mod slab_tests {
     #[test]
     fn the_slab_addresses_slots_across_chunks_and_reuses_vacant_ones() {
         let mut slab = Slab::default();
-        let mut free = Vec::new();
         let stored = |stock: u32| Stored {
             key: ProductKey([u64::from(stock), 0]),
             product: Product {
@@ -283,22 +279,17 @@ mod slab_tests {
             },
         };
         for stock in 0..(2 * CHUNK as u32 + 5) {
-            assert_eq!(slab.insert(&mut free, stored(stock)), stock);
+            assert_eq!(slab.insert(stored(stock)), stock);
         }
         assert_eq!(slab.len(), 2 * CHUNK + 5);
         assert_eq!(slab.chunks.len(), 3);
         assert!(slab.chunks.iter().all(|chunk| chunk.capacity() == CHUNK));
         slab.vacate(CHUNK as Slot);
-        free.push(CHUNK as Slot);
         assert_eq!(*slab.get(CHUNK as Slot + 1), stored(CHUNK as u32 + 1));
         assert_eq!(slab.iter().count(), 2 * CHUNK + 4, "a vacant slot is not a product");
         let stocks: Vec<u32> = slab.iter().map(|p| p.stock).take(3).collect();
         assert_eq!(stocks, vec![0, 1, 2]);
-        assert_eq!(
-            slab.insert(&mut free, stored(7)),
-            CHUNK as Slot,
-            "the vacant slot is reused"
-        );
+        assert_eq!(slab.insert(stored(7)), CHUNK as Slot, "the vacant slot is reused");
         assert_eq!(slab.iter().count(), 2 * CHUNK + 5);
         assert_eq!(slab.len(), 2 * CHUNK + 5);
     }
