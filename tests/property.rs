@@ -218,10 +218,15 @@ fn expected_after_rebuild(lines: &[String], batch_size: u64, live_from: Time) ->
     after
 }
 
-fn check_rebuild(lines: &[String], batch_size: u64, workers: usize, live_from: Time) -> Result<(), TestCaseError> {
+/// The lines as an event log, one per line.
+fn event_log(lines: &[String]) -> Vec<u8> {
     let mut log = lines.join("\n").into_bytes();
     log.push(b'\n');
-    let (mut emitted, _letters) = support::run_in_memory_from(log, batch_size, workers, Some(live_from));
+    log
+}
+
+fn check_rebuild(lines: &[String], batch_size: u64, workers: usize, live_from: Time) -> Result<(), TestCaseError> {
+    let (mut emitted, _letters) = support::run_in_memory_from(event_log(lines), batch_size, workers, Some(live_from));
     let mut expected = expected_after_rebuild(lines, batch_size, live_from);
     emitted.sort();
     expected.sort();
@@ -230,9 +235,7 @@ fn check_rebuild(lines: &[String], batch_size: u64, workers: usize, live_from: T
 }
 
 fn check(lines: &[String], batch_size: u64, workers: usize) -> Result<(), TestCaseError> {
-    let mut log = lines.join("\n").into_bytes();
-    log.push(b'\n');
-    let (mut emitted, letters) = support::run_in_memory(log, batch_size, workers);
+    let (mut emitted, letters) = support::run_in_memory(event_log(lines), batch_size, workers);
     let (expected_changes, expected_rejected) = expected(lines, batch_size);
 
     // The sink saw times in order, each time's changes sorted by pair.

@@ -111,12 +111,11 @@ pub fn run_in_memory(log: Vec<u8>, batch_size: u64, workers: usize) -> (Vec<Pair
 
 /// [`run_in_memory`] with the job's `live_from`: the times before it are a quiet rebuild
 /// into the (empty) memory sink, whose result comes out at `live_from`.
-#[allow(dead_code)]
 pub fn run_in_memory_from(
     log: Vec<u8>,
     batch_size: u64,
     workers: usize,
-    live_from: Option<u64>,
+    live_from: Option<Time>,
 ) -> (Vec<PairChange>, Vec<DeadLetter>) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
