@@ -88,6 +88,11 @@ impl JsonlWriter {
         self.line.clear();
         serde_json::to_writer(&mut self.line, value).expect("a line always serializes");
         self.line.push(b'\n');
+        self.write_buffered_line()
+    }
+
+    /// Writes what `line` holds, its newline included.
+    fn write_buffered_line(&mut self) -> Result<(), SinkError> {
         self.out
             .write_all(&self.line)
             .map_err(SinkError::io("write the output"))
@@ -121,37 +126,44 @@ impl JsonlWriter {
     }
 }
 
-#[derive(Serialize)]
-struct ChangeLine<'a> {
-    op: &'static str,
-    id: String,
-    campaign_id: &'a str,
-    seller_id: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    eligible_products: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    eligible_stock: Option<u64>,
-    time: Time,
-}
-
-impl<'a> From<&'a PairChange> for ChangeLine<'a> {
-    fn from(change: &'a PairChange) -> Self {
-        ChangeLine {
-            op: if change.figures.is_some() { "upsert" } else { "delete" },
-            id: change.pair.document_id(),
-            campaign_id: &change.pair.campaign_id,
-            seller_id: change.pair.seller_id,
-            eligible_products: change.figures.map(|f| f.eligible_products),
-            eligible_stock: change.figures.map(|f| f.eligible_stock),
-            time: change.time,
-        }
+/// Appends `change`'s line to `line`: byte for byte what `serde_json` writes for the line's
+/// fields in order, but without a `String` for the id and a serializer per line (a rebuild
+/// into an empty sink writes every pair: millions of lines).
+fn push_change_line(change: &PairChange, campaign: &mut Vec<u8>, line: &mut Vec<u8>) {
+    let mut number = itoa::Buffer::new();
+    campaign.clear();
+    serde_json::to_writer(&mut *campaign, &change.pair.campaign_id).expect("a string always serializes");
+    let seller = number.format(change.pair.seller_id).as_bytes();
+    line.extend_from_slice(match change.figures {
+        Some(_) => br#"{"op":"upsert","id":"#,
+        None => br#"{"op":"delete","id":"#,
+    });
+    // The id is `campaign_id:seller_id`: the escaped id without its closing quote, then the
+    // seller's digits (nothing in `:0-9` is escaped).
+    line.extend_from_slice(&campaign[..campaign.len() - 1]);
+    line.push(b':');
+    line.extend_from_slice(seller);
+    line.extend_from_slice(br#"","campaign_id":"#);
+    line.extend_from_slice(campaign);
+    line.extend_from_slice(br#","seller_id":"#);
+    line.extend_from_slice(seller);
+    if let Some(figures) = change.figures {
+        line.extend_from_slice(br#","eligible_products":"#);
+        line.extend_from_slice(number.format(figures.eligible_products).as_bytes());
+        line.extend_from_slice(br#","eligible_stock":"#);
+        line.extend_from_slice(number.format(figures.eligible_stock).as_bytes());
     }
+    line.extend_from_slice(br#","time":"#);
+    line.extend_from_slice(number.format(change.time).as_bytes());
+    line.extend_from_slice(b"}\n");
 }
 
 /// Writes pair changes as JSONL.
 pub struct JsonlChangeSink {
     writer: JsonlWriter,
     handles: SinkHandles,
+    /// Scratch: one line's escaped campaign id.
+    campaign: Vec<u8>,
 }
 
 impl JsonlChangeSink {
@@ -159,6 +171,7 @@ impl JsonlChangeSink {
         JsonlChangeSink {
             writer,
             handles: metrics.sink_handles("jsonl"),
+            campaign: Vec::with_capacity(64),
         }
     }
 }
@@ -166,7 +179,10 @@ impl JsonlChangeSink {
 impl Sink<PairChange> for JsonlChangeSink {
     fn write(&mut self, _time: Time, changes: &[PairChange]) -> Result<(), SinkError> {
         for change in changes {
-            self.writer.write_line(&ChangeLine::from(change))?;
+            let line = &mut self.writer.line;
+            line.clear();
+            push_change_line(change, &mut self.campaign, line);
+            self.writer.write_buffered_line()?;
         }
         self.handles.record_changes(changes);
         Ok(())
@@ -267,5 +283,64 @@ impl Sink<DeadLetter> for JsonlDeadLetterSink {
 
     fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
         self.writer.flush(upper)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use dataflows::model::{PairFigures, PairKey};
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The line as `serde_json` writes its fields: what `push_change_line` must equal.
+    #[derive(Serialize)]
+    struct ChangeLine<'a> {
+        op: &'static str,
+        id: String,
+        campaign_id: &'a str,
+        seller_id: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        eligible_products: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        eligible_stock: Option<u64>,
+        time: Time,
+    }
+
+    fn serde_line(change: &PairChange) -> Vec<u8> {
+        let line = ChangeLine {
+            op: if change.figures.is_some() { "upsert" } else { "delete" },
+            id: change.pair.document_id(),
+            campaign_id: &change.pair.campaign_id,
+            seller_id: change.pair.seller_id,
+            eligible_products: change.figures.map(|f| f.eligible_products),
+            eligible_stock: change.figures.map(|f| f.eligible_stock),
+            time: change.time,
+        };
+        let mut bytes = serde_json::to_vec(&line).expect("serializes");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    proptest! {
+        #[test]
+        fn a_change_line_is_what_serde_json_writes(
+            campaign_id in prop_oneof![".*", "[\"\\\\\\x00-\\x1f:a-z0-9]{0,12}"],
+            seller_id in any::<u64>(),
+            figures in proptest::option::of((any::<u64>(), any::<u64>())),
+            time in any::<u64>(),
+        ) {
+            let change = PairChange {
+                time,
+                pair: PairKey { seller_id, campaign_id },
+                figures: figures.map(|(eligible_products, eligible_stock)| PairFigures { eligible_products, eligible_stock }),
+                previous: None,
+            };
+            let (mut campaign, mut line) = (Vec::new(), b"left over".to_vec());
+            line.clear();
+            push_change_line(&change, &mut campaign, &mut line);
+            let expected = serde_line(&change);
+            prop_assert_eq!(String::from_utf8_lossy(&line), String::from_utf8_lossy(&expected));
+        }
     }
 }
