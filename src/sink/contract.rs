@@ -56,7 +56,8 @@ impl SinkError {
 
 /// A destination for the records of completed times.
 pub trait Sink<R>: Send {
-    /// Takes the records of one completed time, sorted; may buffer them.
+    /// Takes the records of one completed time, sorted; may buffer them. A large time comes
+    /// in several calls, each continuing the order of the one before.
     fn write(&mut self, time: Time, records: &[R]) -> Result<(), SinkError>;
 
     /// Every time below `upper` (every time, if `None`) has been written. Makes progress on

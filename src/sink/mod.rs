@@ -16,5 +16,6 @@ pub mod jsonl;
 pub mod kafka_dead_letter;
 pub mod operator;
 pub mod startup;
+pub mod time_records;
 pub mod tls;
 pub mod written_before;

@@ -1,8 +1,9 @@
 //! Runs a [`Sink`] as a dataflow operator.
 //!
 //! ```text
-//!   records at t --> [ buffer by time ] --(frontier passes t)--> sink.write(t, sorted)
-//!                                                                  sink.flush(frontier)
+//!   records at t --> [ buffer by time ] --(frontier passes t)--> sink.write(t, sorted slice)…
+//!                    (large times: sorted,                         sink.flush(frontier)
+//!                     encoded runs)
 //!   output: the records the sink rejected for good, as dead letters at their times;
 //!           its frontier is the acknowledged frontier (capability held there)
 //! ```
@@ -22,6 +23,7 @@ use timely::dataflow::Stream;
 use timely::ExchangeData;
 
 use super::contract::{Sink, SinkError};
+use super::time_records::TimeRecords;
 use crate::dead_letter::DeadLetter;
 use crate::worker_error::{report, ErrorSlot, OperatorError};
 
@@ -63,7 +65,7 @@ where
             move |capability, info| {
                 let activator = scope.activator_for(info.address);
                 let mut held: Option<Capability<Time>> = Some(capability);
-                let mut pending: BTreeMap<Time, Vec<R>> = BTreeMap::new();
+                let mut pending: BTreeMap<Time, TimeRecords<R>> = BTreeMap::new();
                 let mut sink = sink;
                 let mut failed = false;
                 move |(input, frontier), output| {
@@ -95,12 +97,8 @@ where
                             if upper.is_some_and(|upper| *entry.key() >= upper) {
                                 break;
                             }
-                            let (time, mut records) = entry.remove_entry();
-                            // In place: a stable sort borrows half the time's records again
-                            // (the first write into an empty sink: millions of pairs), and a
-                            // time holds no two equal records, so the order is the same.
-                            records.sort_unstable();
-                            sink.write(time, &records)?;
+                            let (time, records) = entry.remove_entry();
+                            records.drain_sorted(|slice| sink.write(time, slice))?;
                         }
                         sink.flush(upper)
                     })();
