@@ -52,13 +52,14 @@ use crate::operators::campaign_windows::{campaign_windows, JobClock};
 use crate::operators::eligible_pairs::eligible_pairs;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
+use crate::state::pairs::PairCount;
 
 /// Builds the eligibility dataflow and returns the changes of every pair whose figures
 /// moved, once per pair and time, unsorted, on the worker that holds the pair's totals.
 ///
-/// `quiet_until`, for a rebuild: the changes of the times up to it are not emitted one by
-/// one; the pairs reached at `quiet_until` come out at `quiet_until` instead, as changes
-/// from nothing (for `reconcile_with_held`).
+/// `rebuild`, for a restart: the changes of the times up to its `until` are not emitted
+/// one by one; the pairs reached at `until` come out at `until` instead, as changes from
+/// nothing (for `reconcile_with_held`).
 ///
 /// `clock` says what instant each time stands for, and so when scheduled campaigns open
 /// and close (`operators::campaign_windows`).
@@ -75,7 +76,7 @@ pub fn render_eligibility<'scope>(
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     categories: Stream<'scope, Time, Vec<Upsert<CategoryId, Category>>>,
     clock: JobClock<'scope>,
-    quiet_until: Option<Time>,
+    rebuild: Option<QuietRebuild>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     // Hashed where the record enters, before any exchange sees the text id.
     let products = products.map(|update: Upsert<ProductId, Product>| Upsert {
@@ -85,6 +86,16 @@ pub fn render_eligibility<'scope>(
     });
     let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
+    let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
     let deltas = eligible_pairs(products, campaigns.clone(), ancestors, quiet_until);
-    pair_totals(deltas, campaigns, quiet_until)
+    pair_totals(deltas, campaigns, rebuild)
+}
+
+/// A rebuild from the changelogs before the job goes live.
+#[derive(Clone, Debug)]
+pub struct QuietRebuild {
+    /// The times up to this one only change the state; what it reaches comes out here.
+    pub until: Time,
+    /// The pairs it is expected to reach, once known, to size the pair tables.
+    pub pairs: PairCount,
 }

@@ -5,7 +5,10 @@ mod support;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use dataflows::{render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product};
+use dataflows::state::pairs::PairCount;
+use dataflows::{
+    render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product, QuietRebuild,
+};
 use support::{change, figures, run, run_with, sorted_changes, Event, Inputs};
 use timely::dataflow::operators::capture::Capture;
 use timely::dataflow::operators::Input;
@@ -254,8 +257,12 @@ fn run_reconciled(
             .collect(),
     );
     let held = Arc::new(held);
+    // Known before the rebuild starts, as a sink's held pairs usually are.
+    let held_pairs = PairCount::default();
+    held_pairs.note(held.len());
     timely::execute(timely::Config::process(2), move |worker| {
         let send = send.lock().unwrap().clone();
+        let held_pairs = held_pairs.clone();
         let (mut inputs, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
             let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
             let (held_in, held) = scope.new_input();
@@ -264,10 +271,15 @@ fn run_reconciled(
                 campaigns,
                 categories,
                 JobClock::stopped(scope),
-                quiet.then_some(LIVE_FROM),
+                quiet.then(|| QuietRebuild {
+                    until: LIVE_FROM,
+                    pairs: held_pairs.clone(),
+                }),
             );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.
-            reconcile_with_held(changes, held, LIVE_FROM, dataflows::hashing::pair_route).capture_into(send);
+            let held_share = move || held_pairs.share(2);
+            reconcile_with_held(changes, held, LIVE_FROM, dataflows::hashing::pair_route, held_share)
+                .capture_into(send);
             (inputs, held_in)
         });
         if worker.index() == 0 {

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dataflows::model::Time;
+use dataflows::state::pairs::PairCount;
 
 use crate::cluster::ClusterOptions;
 use crate::dead_letter::DeadLetter;
@@ -145,6 +146,8 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     let connected = Arc::new(AtomicBool::new(false));
     // Set when a worker of this process fails, so the others stop instead of waiting.
     let abort = Arc::new(AtomicBool::new(false));
+    // How many pairs the sinks hold, once worker 0 has read them: sizes the pair tables.
+    let held_pairs = PairCount::default();
     let (done_tx, done) = mpsc::channel();
     let workers_connected = connected.clone();
     // Timely connects the processes inside `execute` and may wait there forever for a peer
@@ -155,7 +158,7 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
             let result = timely::execute(config, move |worker| {
                 workers_connected.store(true, Ordering::SeqCst);
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    worker::run_worker(worker, &job, &abort)
+                    worker::run_worker(worker, &job, &held_pairs, &abort)
                 }));
                 if !matches!(result, Ok(Ok(()))) {
                     abort.store(true, Ordering::SeqCst);

@@ -15,7 +15,8 @@ use dataflows::hashing::pair_route;
 use dataflows::model::{tag_of, Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldItem;
 use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
-use dataflows::{render_eligibility, ClockRule, JobClock};
+use dataflows::state::pairs::PairCount;
+use dataflows::{render_eligibility, ClockRule, JobClock, QuietRebuild};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::operator::empty;
@@ -167,6 +168,8 @@ struct HeldFeeds {
     open: Vec<(HeldInput, HeldState)>,
     /// The time held pairs must come before: the reconcile's, `live_from`.
     below: Time,
+    /// Where the count of the held pairs goes, for the tables to size from.
+    pairs: PairCount,
 }
 
 impl HeldFeeds {
@@ -180,6 +183,7 @@ impl HeldFeeds {
         for (mut held_in, state) in std::mem::take(&mut self.open) {
             match state.take(wait)? {
                 Ok(pairs) => {
+                    self.pairs.note(pairs.len());
                     for (sent, item) in pairs.into_items().enumerate() {
                         held_in.send(item);
                         // Steps now and then, so the held pairs move into the reconcile's
@@ -280,7 +284,12 @@ impl Watch<'_> {
     }
 }
 
-pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> Result<(), JobError> {
+pub(super) fn run_worker(
+    worker: &mut Worker,
+    job: &Job,
+    held_pairs: &PairCount,
+    abort: &AtomicBool,
+) -> Result<(), JobError> {
     let index = worker.index();
     let peers = worker.peers();
     let live_from = job.live_from.map(|proposal| agree_on_greatest(worker, proposal));
@@ -336,7 +345,11 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
             }
         };
 
-        let changes = render_eligibility(products, campaigns, categories, clock, live_from);
+        let rebuild = live_from.map(|until| QuietRebuild {
+            until,
+            pairs: held_pairs.clone(),
+        });
+        let changes = render_eligibility(products, campaigns, categories, clock, rebuild);
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {
@@ -350,7 +363,16 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
                 Route::ByPair => pair_route(tag, seller),
             };
             let changes = match live_from {
-                Some(live_from) => reconcile_with_held(changes.clone(), held, live_from, route),
+                Some(live_from) => {
+                    // All held pairs on worker 0, or a share on each.
+                    let shares = match output.route {
+                        Route::FirstWorker => 1,
+                        Route::ByPair => peers,
+                    };
+                    let held_pairs = held_pairs.clone();
+                    let held_share = move || held_pairs.share(shares);
+                    reconcile_with_held(changes.clone(), held, live_from, route, held_share)
+                }
                 None => changes
                     .clone()
                     .pair_changes(move |pair: &PairKey| route(tag_of(&pair.campaign_id), pair.seller_id)),
@@ -405,6 +427,7 @@ pub(super) fn run_worker(worker: &mut Worker, job: &Job, abort: &AtomicBool) -> 
     let mut held = HeldFeeds {
         open: held_inputs.into_iter().zip(held_states).collect(),
         below: live_from.map_or(Time::MAX, |live_from| live_from.saturating_sub(1)),
+        pairs: held_pairs.clone(),
     };
     held.poll(worker, 0, false)?;
 

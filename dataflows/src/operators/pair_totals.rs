@@ -11,9 +11,10 @@
 //! table entry of 24 bytes per pair is all the state. The changes come out unsorted, on the worker that
 //! owns the pair: exactly one per moved pair and time, so nothing downstream consolidates.
 //!
-//! A rebuild (`quiet_until`) emits nothing for its times: the totals it reaches by
-//! `quiet_until` come out once, at `quiet_until`, as changes from nothing, for
-//! `reconcile_with_held` to hold against what the sinks hold. Names are kept for every
+//! A rebuild ([`QuietRebuild`]) emits nothing for its times: the totals it reaches by its
+//! `until` come out once, at `until`, as changes from nothing, for `reconcile_with_held` to
+//! hold against what the sinks hold; the table first reserves room for this worker's share
+//! of the pairs expected, if known. Names are kept for every
 //! campaign id ever seen, a few dozen bytes each, since a pair's end may come after its
 //! campaign's tombstone.
 //!
@@ -28,6 +29,7 @@ use timely::dataflow::Stream;
 
 use hashbrown::hash_table::Entry;
 
+use crate::eligibility::QuietRebuild;
 use crate::hashing::{pair_route, FastMap};
 use crate::model::{tag_of, Campaign, CampaignId, PairChange, PairFigures, PairKey, SellerId, Time};
 use crate::operators::eligible_pairs::{Contribution, PairTag};
@@ -46,9 +48,12 @@ const SNAPSHOT_SLICE: usize = if cfg!(test) { 64 } else { 1 << 18 };
 pub fn pair_totals<'scope>(
     deltas: Stream<'scope, Time, Vec<(PairTag, Contribution)>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
-    quiet_until: Option<Time>,
+    rebuild: Option<QuietRebuild>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     let scope = deltas.scope();
+    let peers = scope.peers();
+    let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
+    let mut expected = rebuild.map(|rebuild| rebuild.pairs);
     let by_pair = Exchange::new(|(pair, _delta): &(PairTag, Contribution)| pair_route(pair.0, pair.1));
     deltas.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
         campaigns,
@@ -64,6 +69,11 @@ pub fn pair_totals<'scope>(
                 deltas_in.for_each(|capability, data| {
                     let time = *capability.least().expect("a totally ordered stamp has a least time");
                     if quiet_until.is_some_and(|quiet_until| time <= quiet_until) {
+                        // Once the count is known (the held pairs may be read later).
+                        if let Some(share) = expected.as_ref().map(|count| count.share(peers)).filter(|&n| n > 0) {
+                            totals.pairs.reserve(share.saturating_sub(totals.pairs.len()));
+                            expected = None;
+                        }
                         // Nothing of a rebuild's times is emitted but their sum, and sums
                         // commute: its deltas go straight into the totals, in any order.
                         totals.add_all(data.drain(..));
@@ -255,6 +265,7 @@ mod tests {
     use timely::dataflow::operators::{Concatenate, Input};
 
     use super::*;
+    use crate::state::pairs::PairCount;
 
     /// Deltas at quiet times 0..=2 (a retraction sent before its addition among them) and a
     /// loud time 3, for 1,000 pairs: sixteen slices of 64 at the snapshot.
@@ -269,7 +280,11 @@ mod tests {
                 let (deltas_in, deltas) = scope.new_input::<Vec<(PairTag, Contribution)>>();
                 let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
                 let deltas = scope.concatenate([early, deltas]);
-                pair_totals(deltas, campaigns, Some(2)).capture_into(send);
+                // Expected pairs known: the table is sized once.
+                let pairs = PairCount::default();
+                pairs.note(1_000);
+                let rebuild = QuietRebuild { until: 2, pairs };
+                pair_totals(deltas, campaigns, Some(rebuild)).capture_into(send);
                 (early_in, deltas_in, campaigns_in)
             });
             let tag = tag_of("c");

@@ -126,14 +126,18 @@ impl FromIterator<(PairKey, PairFigures)> for Held {
 /// Routes each pair's changes to the worker `route` picks from its (campaign tag, seller)
 /// and starts them from `held`, what the sinks hold, whose records must carry times below
 /// `live_from`. Closing `held` once fed lets a quiet rebuild be checked as it arrives.
-pub fn reconcile_with_held<'scope, F>(
+/// `held_share` is how many held pairs this worker expects, if known (0 if not), read when
+/// the first arrives: the table takes them in one allocation instead of doubling.
+pub fn reconcile_with_held<'scope, F, S>(
     changes: Stream<'scope, Time, Vec<PairChange>>,
     held: Stream<'scope, Time, Vec<HeldItem>>,
     live_from: Time,
     route: F,
+    held_share: S,
 ) -> Stream<'scope, Time, Vec<PairChange>>
 where
     F: Fn(Tag, SellerId) -> u64 + Clone + 'static,
+    S: Fn() -> usize + 'static,
 {
     let held_route = route.clone();
     let changes_pact =
@@ -160,6 +164,9 @@ where
             let mut rebuild = Rebuild::default();
             move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
                 held_in.for_each(|_capability, data| {
+                    if rebuild.held.is_empty() && data.iter().any(|item| matches!(item, HeldItem::Pair(..))) {
+                        rebuild.held.reserve(held_share());
+                    }
                     for item in data.drain(..) {
                         rebuild.hold(item);
                     }
