@@ -4,6 +4,8 @@
 //! Id lists are sorted and free of duplicates, so two campaigns with the same criteria in a
 //! different order compare equal and an edit that only reorders a list changes nothing.
 
+use std::cmp::Ordering;
+
 use serde::{Deserialize, Serialize};
 
 use crate::instant::EpochNanos;
@@ -191,11 +193,39 @@ impl Topic {
 /// One (seller, campaign) pair: the unit of every output.
 ///
 /// The seller comes first so that pairs order (and mostly compare) by an integer, not by
-/// the campaign's text: sorting pairs is much of what the dataflow does.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// the campaign's text: sorting pairs is much of what the dataflow does. Ordered as the
+/// derived order would (seller, then the id's bytes), with the id's first eight bytes
+/// compared as one integer: a seller's pairs differ only there, and the sort of a
+/// rebuild's 10M pairs spent a tenth of its time in `memcmp` calls for a few bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PairKey {
     pub seller_id: SellerId,
     pub campaign_id: CampaignId,
+}
+
+impl Ord for PairKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.seller_id
+            .cmp(&other.seller_id)
+            .then_with(|| text_prefix(&self.campaign_id).cmp(&text_prefix(&other.campaign_id)))
+            .then_with(|| self.campaign_id.cmp(&other.campaign_id))
+    }
+}
+
+impl PartialOrd for PairKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The first eight bytes of `text`, zero-padded, as a big-endian integer: where two
+/// prefixes differ they order as the texts do (a text ending early pads with the least
+/// byte), and where they are equal the texts decide.
+fn text_prefix(text: &str) -> u64 {
+    let mut bytes = [0u8; 8];
+    let len = text.len().min(8);
+    bytes[..len].copy_from_slice(&text.as_bytes()[..len]);
+    u64::from_be_bytes(bytes)
 }
 
 impl PairKey {
@@ -220,4 +250,40 @@ pub struct PairChange {
     pub figures: Option<PairFigures>,
     /// The figures before this time, `None` for a pair that did not exist.
     pub previous: Option<PairFigures>,
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn pair(seller_id: SellerId, campaign_id: &str) -> PairKey {
+        PairKey {
+            seller_id,
+            campaign_id: campaign_id.to_owned(),
+        }
+    }
+
+    proptest! {
+        /// The order of (seller, id) tuples, whatever the ids: prefixes of each other,
+        /// NUL bytes (which the padding also uses), longer than eight bytes, multi-byte.
+        #[test]
+        fn pairs_order_as_seller_then_campaign_text(
+            a in (0u64..3, "[a\\x00\\x01é]{0,10}"),
+            b in (0u64..3, "[a\\x00\\x01é]{0,10}"),
+        ) {
+            let (left, right) = (pair(a.0, &a.1), pair(b.0, &b.1));
+            prop_assert_eq!(left.cmp(&right), a.cmp(&b));
+            prop_assert_eq!(left.cmp(&right) == Ordering::Equal, left == right);
+        }
+    }
+
+    #[test]
+    fn a_text_ending_early_orders_first() {
+        assert!(pair(1, "c-1") < pair(1, "c-1\0"));
+        assert!(pair(1, "c-1\0") < pair(1, "c-10"));
+        assert!(pair(1, "campaign-9") > pair(1, "campaign-10"));
+        assert!(pair(1, "z") < pair(2, "a"));
+    }
 }
