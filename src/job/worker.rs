@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dataflows::hashing::pair_route;
-use dataflows::model::{tag_of, Campaign, CampaignId, Category, CategoryId, PairKey, Product, ProductId, Time};
+use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldItem;
-use dataflows::operators::{reconcile_with_held, PairChanges, Upsert};
+use dataflows::operators::{reconcile_with_held, Upsert};
 use dataflows::state::pairs::PairCount;
 use dataflows::{render_eligibility, ClockRule, JobClock, QuietRebuild};
 use timely::container::CapacityContainerBuilder;
@@ -33,6 +33,7 @@ use crate::progress::operator::commit_progress;
 use crate::progress::{Checkpoint, ProgressRecord};
 use crate::sink::contract::{HeldState, Route};
 use crate::sink::operator::SinkOperator;
+use crate::sink::sorted_runs::SortedRun;
 use crate::source::{SourceRecord, SourceStatus};
 use crate::worker_error::ErrorSlot;
 
@@ -355,30 +356,26 @@ pub(super) fn run_worker(
         for (output, sink) in job.changes.iter().zip(change_sinks) {
             let (held_in, held) = scope.new_input::<Vec<HeldItem>>();
             held_inputs.push(held_in);
-            let route = output.route;
-            // By (campaign tag, seller), so that a held pair finds its worker without its
-            // campaign's id.
-            let route = move |tag, seller| match route {
-                Route::FirstWorker => 0,
-                Route::ByPair => pair_route(tag, seller),
-            };
             let changes = match live_from {
                 Some(live_from) => {
-                    // All held pairs on worker 0, or a share on each.
-                    let shares = match output.route {
-                        Route::FirstWorker => 1,
-                        Route::ByPair => peers,
-                    };
+                    // Held pairs meet the rebuilt ones on the pair's worker, whatever
+                    // worker writes them: the reconcile and the sort are shared out.
                     let held_pairs = held_pairs.clone();
-                    let held_share = move || held_pairs.share(shares);
-                    reconcile_with_held(changes.clone(), held, live_from, route, held_share)
+                    let held_share = move || held_pairs.share(peers);
+                    reconcile_with_held(changes.clone(), held, live_from, pair_route, held_share)
                 }
-                None => changes
-                    .clone()
-                    .pair_changes(move |pair: &PairKey| route(tag_of(&pair.campaign_id), pair.seller_id)),
+                // Already on the pair's worker (`PairTotals` owns it there).
+                None => changes.clone(),
             };
-            // What the sink refuses for good comes out as dead letters.
-            outputs.push(changes.sink_into(Pipeline, &output.name, sink, errors.clone()));
+            // Each worker sorts its share; the writing worker merges. What the sink refuses
+            // for good comes out as dead letters.
+            let letters = match output.route {
+                Route::FirstWorker => {
+                    changes.sink_into(Exchange::new(|_: &SortedRun| 0), &output.name, sink, errors.clone())
+                }
+                Route::ByPair => changes.sink_into(Pipeline, &output.name, sink, errors.clone()),
+            };
+            outputs.push(letters);
         }
         let letters = scope.concatenate(outputs.into_iter().chain([rejected]));
         // What the change sinks reject flows into the dead-letter sink, so its output
@@ -386,7 +383,7 @@ pub(super) fn run_worker(
         // (a dead letter has nowhere further to go).
         let acknowledged = letters
             .sink_into(
-                Exchange::new(|_: &DeadLetter| 0),
+                Exchange::new(|_: &SortedRun| 0),
                 "DeadLetterSink",
                 dead_letter_sink,
                 errors.clone(),

@@ -15,7 +15,7 @@ pub mod file_outputs;
 pub mod jsonl;
 pub mod kafka_dead_letter;
 pub mod operator;
+pub mod sorted_runs;
 pub mod startup;
-pub mod time_records;
 pub mod tls;
 pub mod written_before;

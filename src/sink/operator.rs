@@ -1,12 +1,15 @@
 //! Runs a [`Sink`] as a dataflow operator.
 //!
 //! ```text
-//!   records at t --> [ buffer by time ] --(frontier passes t)--> sink.write(t, sorted slice)…
-//!                    (large times: sorted,                         sink.flush(frontier)
-//!                     encoded runs)
+//!   every worker:  records at t --> [ SortedRuns: sorted, encoded runs ] --runs at t-->
+//!   the sink's:    [ keep t's runs ] --(frontier passes t)--> sink.write(t, merged slice)…
+//!                                                            sink.flush(frontier)
 //!   output: the records the sink rejected for good, as dead letters at their times;
 //!           its frontier is the acknowledged frontier (capability held there)
 //! ```
+//!
+//! The sort is done where the records are made, so a large time (a rebuild's end) is
+//! sorted by every worker at once and the sink's worker only merges.
 //!
 //! Invariant: the output frontier never passes a time before the sink has acknowledged
 //! every record of it, and a rejection of a record at `t` leaves at `t`, before that.
@@ -16,14 +19,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dataflows::model::Time;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::ParallelizationContract;
+use timely::dataflow::channels::pact::{ParallelizationContract, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
-use timely::ExchangeData;
 
 use super::contract::{Sink, SinkError};
-use super::time_records::TimeRecords;
+use super::sorted_runs::{RunBuilder, SortedRun, TimeRuns};
 use crate::dead_letter::DeadLetter;
 use crate::worker_error::{report, ErrorSlot, OperatorError};
 
@@ -32,6 +36,8 @@ const RETRY_POLL: Duration = Duration::from_millis(5);
 
 /// Extension trait: deliver a stream into a sink.
 pub trait SinkOperator<'scope, R> {
+    /// Sorts each time's records into runs on this worker, brings the runs to the sink's
+    /// worker through `pact`, and writes them there, merged, once the time is complete.
     fn sink_into<P>(
         self,
         pact: P,
@@ -40,12 +46,12 @@ pub trait SinkOperator<'scope, R> {
         errors: ErrorSlot,
     ) -> Stream<'scope, Time, Vec<DeadLetter>>
     where
-        P: ParallelizationContract<Time, Vec<R>>;
+        P: ParallelizationContract<Time, Vec<SortedRun>>;
 }
 
 impl<'scope, R> SinkOperator<'scope, R> for Stream<'scope, Time, Vec<R>>
 where
-    R: ExchangeData + Ord,
+    R: Ord + Serialize + DeserializeOwned + 'static,
 {
     fn sink_into<P>(
         self,
@@ -55,23 +61,24 @@ where
         errors: ErrorSlot,
     ) -> Stream<'scope, Time, Vec<DeadLetter>>
     where
-        P: ParallelizationContract<Time, Vec<R>>,
+        P: ParallelizationContract<Time, Vec<SortedRun>>,
     {
         let scope = self.scope();
         let name = name.to_owned();
-        self.unary_frontier::<CapacityContainerBuilder<Vec<DeadLetter>>, _, _, _>(
+        sorted_runs(self, &format!("{name}Runs")).unary_frontier::<CapacityContainerBuilder<Vec<DeadLetter>>, _, _, _>(
             pact,
             &name.clone(),
             move |capability, info| {
                 let activator = scope.activator_for(info.address);
                 let mut held: Option<Capability<Time>> = Some(capability);
-                let mut pending: BTreeMap<Time, TimeRecords<R>> = BTreeMap::new();
+                let mut pending: BTreeMap<Time, TimeRuns> = BTreeMap::new();
                 let mut sink = sink;
                 let mut failed = false;
                 move |(input, frontier), output| {
                     input.for_each(|capability, data| {
                         if let Some(time) = capability.least() {
-                            pending.entry(*time).or_default().append(data);
+                            let time = pending.entry(*time).or_default();
+                            data.drain(..).for_each(|run| time.push(run));
                         }
                     });
                     if failed {
@@ -98,7 +105,7 @@ where
                                 break;
                             }
                             let (time, records) = entry.remove_entry();
-                            records.drain_sorted(|slice| sink.write(time, slice))?;
+                            records.drain_sorted(|slice: &[R]| sink.write(time, slice))?;
                         }
                         sink.flush(upper)
                     })();
@@ -137,4 +144,38 @@ where
             },
         )
     }
+}
+
+/// Each time's records on this worker as sorted runs: a run leaves as soon as it is full,
+/// the rest once the input has passed the time.
+fn sorted_runs<'scope, R>(records: Stream<'scope, Time, Vec<R>>, name: &str) -> Stream<'scope, Time, Vec<SortedRun>>
+where
+    R: Ord + Serialize + 'static,
+{
+    records.unary_frontier::<CapacityContainerBuilder<Vec<SortedRun>>, _, _, _>(Pipeline, name, |_capability, _info| {
+        let mut open: BTreeMap<Time, (Capability<Time>, RunBuilder<R>)> = BTreeMap::new();
+        move |(input, frontier), output| {
+            input.for_each(|capability, data| {
+                let Some(time) = capability.least().copied() else {
+                    return;
+                };
+                let (capability, builder) = open.entry(time).or_insert_with(|| {
+                    let retained = capability.retain_least(0).expect("a least time");
+                    (retained, RunBuilder::default())
+                });
+                if let Some(run) = builder.append(data) {
+                    output.session(&*capability).give(run);
+                }
+            });
+            while let Some(entry) = open.first_entry() {
+                if frontier.less_equal(entry.key()) {
+                    break;
+                }
+                let (capability, builder) = entry.remove();
+                if let Some(run) = builder.finish() {
+                    output.session(&capability).give(run);
+                }
+            }
+        }
+    })
 }

@@ -1,22 +1,20 @@
-//! The records of one time, kept by a sink operator until the time completes, then given
-//! to the sink sorted.
+//! The records of one time as sorted runs: sorted and encoded on the worker that made
+//! them, merged on the worker that writes them.
 //!
-//! Most times are small: their records are kept as they came and sorted once. A rebuild's
-//! end is one time holding every pair (10.7M at 10M products); kept as records (~100 bytes
-//! a pair, twice that while the vector doubled) it was the peak of a rebuild's memory. So
-//! a time's records are sorted in runs of [`RUN_LEN`] as they arrive, each run kept encoded
-//! (bincode, variable-length integers: ~35 bytes a pair), and the completed time is a merge
-//! of the runs, given out a slice at a time.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//! Most times are small: one short run each. A rebuild's end is one time holding every
+//! pair (10.7M at 10M products); kept as records (~100 bytes a pair, twice that while the
+//! vector doubled) it was the peak of a rebuild's memory, and sorting it all on the writing
+//! worker left the others idle for seconds. So each worker sorts its records of a time in
+//! runs of [`RUN_LEN`] as they arrive ([`RunBuilder`]), each run encoded (bincode,
+//! variable-length integers: ~35 bytes a pair), and the writing worker keeps a completed
+//! time's runs ([`TimeRuns`]) and merges them, giving the sink a slice at a time.
 
 use bincode::Options;
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Records sorted and encoded together once a time has this many waiting.
-const RUN_LEN: usize = if cfg!(test) { 16 } else { 1 << 16 };
+const RUN_LEN: usize = if cfg!(test) { 16 } else { 1 << 18 };
 
 /// At most this many records are given to the sink in one call.
 const SLICE_LEN: usize = if cfg!(test) { 10 } else { 1 << 16 };
@@ -25,70 +23,91 @@ fn encoding() -> impl Options {
     bincode::DefaultOptions::new()
 }
 
-/// Sorted records, encoded one after another.
-struct Run {
+/// Records of one time, sorted and encoded one after another.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SortedRun {
     bytes: Vec<u8>,
     len: usize,
 }
 
-/// One time's records: those not yet in a run, and the runs.
-pub struct TimeRecords<R> {
-    open: Vec<R>,
-    runs: Vec<Run>,
-}
-
-impl<R> Default for TimeRecords<R> {
-    fn default() -> Self {
-        TimeRecords {
-            open: Vec::new(),
-            runs: Vec::new(),
-        }
-    }
-}
-
-impl<R: Ord + Serialize + DeserializeOwned> TimeRecords<R> {
-    /// Takes every record of `data`, leaving it empty.
-    pub fn append(&mut self, data: &mut Vec<R>) {
-        self.open.append(data);
-        if self.open.len() >= RUN_LEN {
-            self.seal();
-        }
-    }
-
-    /// Records taken so far.
-    pub fn len(&self) -> usize {
-        self.open.len() + self.runs.iter().map(|run| run.len).sum::<usize>()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Sorts and encodes the open records as a run.
-    fn seal(&mut self) {
+impl SortedRun {
+    /// Sorts and encodes `records`, leaving the vector empty.
+    fn seal<R: Ord + Serialize>(records: &mut Vec<R>) -> Self {
         // In place: a time holds no two equal records, so an unstable sort orders alike.
-        self.open.sort_unstable();
-        let mut bytes = Vec::with_capacity(self.open.len() * 32);
-        let len = self.open.len();
-        for record in self.open.drain(..) {
+        records.sort_unstable();
+        let mut bytes = Vec::with_capacity(records.len() * 32);
+        let len = records.len();
+        for record in records.drain(..) {
             encoding()
                 .serialize_into(&mut bytes, &record)
                 .expect("a record always encodes");
         }
         bytes.shrink_to_fit();
-        self.runs.push(Run { bytes, len });
+        SortedRun { bytes, len }
+    }
+
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One time's records on the worker that made them, not yet in a run.
+pub struct RunBuilder<R> {
+    open: Vec<R>,
+}
+
+impl<R> Default for RunBuilder<R> {
+    fn default() -> Self {
+        RunBuilder { open: Vec::new() }
+    }
+}
+
+impl<R: Ord + Serialize> RunBuilder<R> {
+    /// Takes every record of `data`, leaving it empty; a full run once [`RUN_LEN`] wait.
+    pub fn append(&mut self, data: &mut Vec<R>) -> Option<SortedRun> {
+        self.open.append(data);
+        (self.open.len() >= RUN_LEN).then(|| SortedRun::seal(&mut self.open))
+    }
+
+    /// The records left, as a last run (none if there are none).
+    pub fn finish(mut self) -> Option<SortedRun> {
+        (!self.open.is_empty()).then(|| SortedRun::seal(&mut self.open))
+    }
+}
+
+/// One time's runs on the worker that writes them.
+#[derive(Default)]
+pub struct TimeRuns {
+    runs: Vec<SortedRun>,
+}
+
+impl TimeRuns {
+    pub fn push(&mut self, run: SortedRun) {
+        if !run.is_empty() {
+            self.runs.push(run);
+        }
+    }
+
+    /// Records taken so far.
+    pub fn len(&self) -> usize {
+        self.runs.iter().map(SortedRun::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
     }
 
     /// Gives every record, sorted, in slices of at most [`SLICE_LEN`] to `give`, and stops
     /// at its first error.
-    pub fn drain_sorted<E>(mut self, mut give: impl FnMut(&[R]) -> Result<(), E>) -> Result<(), E> {
-        if self.runs.is_empty() {
-            self.open.sort_unstable();
-            return self.open.chunks(SLICE_LEN).try_for_each(give);
-        }
-        if !self.open.is_empty() {
-            self.seal();
-        }
+    pub fn drain_sorted<R, E>(self, mut give: impl FnMut(&[R]) -> Result<(), E>) -> Result<(), E>
+    where
+        R: Ord + DeserializeOwned,
+    {
         let mut cursors: Vec<(&[u8], usize)> = self.runs.iter().map(|run| (&run.bytes[..], run.len)).collect();
         let mut next = |run: usize| -> Option<R> {
             let (bytes, left) = &mut cursors[run];
@@ -102,15 +121,11 @@ impl<R: Ord + Serialize + DeserializeOwned> TimeRecords<R> {
                     .expect("a run decodes what it encoded"),
             )
         };
-        let mut heads: BinaryHeap<Reverse<(R, usize)>> = (0..self.runs.len())
-            .filter_map(|run| Some(Reverse((next(run)?, run))))
-            .collect();
-        let mut slice = Vec::with_capacity(SLICE_LEN);
-        while let Some(Reverse((record, run))) = heads.pop() {
+        let heads: Vec<Option<R>> = (0..self.runs.len()).map(&mut next).collect();
+        let mut tree = LoserTree::new(heads);
+        let mut slice = Vec::with_capacity(SLICE_LEN.min(self.runs.iter().map(SortedRun::len).sum()));
+        while let Some(record) = tree.replace_winner(&mut next) {
             slice.push(record);
-            if let Some(record) = next(run) {
-                heads.push(Reverse((record, run)));
-            }
             if slice.len() == SLICE_LEN {
                 give(&slice)?;
                 slice.clear();
@@ -123,23 +138,100 @@ impl<R: Ord + Serialize + DeserializeOwned> TimeRecords<R> {
     }
 }
 
+/// A tournament over the heads of sorted runs: each internal node keeps the run that lost
+/// there, so taking the least head and replaying its run's next one costs one comparison
+/// per level, by reference. (A binary heap of the records moved ~90-byte records at every
+/// level and compared twice as often: four seconds of a rebuild's end, single-threaded.)
+struct LoserTree<R> {
+    /// Each run's least record not yet taken; `None` once the run is done.
+    heads: Vec<Option<R>>,
+    /// Internal nodes `1..k` of a tree whose leaves are `k..2k` (run `i` at `k + i`).
+    losers: Vec<usize>,
+    winner: usize,
+}
+
+impl<R: Ord> LoserTree<R> {
+    fn new(heads: Vec<Option<R>>) -> Self {
+        let k = heads.len();
+        let mut winners: Vec<usize> = vec![0; 2 * k];
+        let mut losers = vec![0; k];
+        for run in 0..k {
+            winners[k + run] = run;
+        }
+        let mut tree = LoserTree {
+            heads,
+            losers: Vec::new(),
+            winner: 0,
+        };
+        for node in (1..k).rev() {
+            let (left, right) = (winners[2 * node], winners[2 * node + 1]);
+            let (won, lost) = if tree.before(right, left) {
+                (right, left)
+            } else {
+                (left, right)
+            };
+            winners[node] = won;
+            losers[node] = lost;
+        }
+        tree.winner = if k > 1 { winners[1] } else { 0 };
+        tree.losers = losers;
+        tree
+    }
+
+    /// Whether run `a`'s head comes before run `b`'s (a finished run comes last).
+    fn before(&self, a: usize, b: usize) -> bool {
+        match (&self.heads[a], &self.heads[b]) {
+            (Some(a), Some(b)) => a < b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        }
+    }
+
+    /// Takes the least head, puts its run's next record (from `next`) in its place and
+    /// replays that run up the tree; `None` once every run is done.
+    fn replace_winner(&mut self, next: impl FnOnce(usize) -> Option<R>) -> Option<R> {
+        let run = self.winner;
+        let least = self.heads.get_mut(run)?.take()?;
+        self.heads[run] = next(run);
+        let k = self.heads.len();
+        let (mut winner, mut node) = (run, (k + run) / 2);
+        while node >= 1 {
+            if self.before(self.losers[node], winner) {
+                std::mem::swap(&mut self.losers[node], &mut winner);
+            }
+            node /= 2;
+        }
+        self.winner = winner;
+        Some(least)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
 
-    fn given(records: Vec<(u64, String)>, containers: usize) -> (Vec<(u64, String)>, Vec<usize>) {
-        let mut time = TimeRecords::default();
+    /// `records` arriving in `containers` containers on each of `workers` workers (dealt
+    /// round robin), their runs merged as the writing worker would.
+    fn given(records: Vec<(u64, String)>, containers: usize, workers: usize) -> (Vec<(u64, String)>, Vec<usize>) {
+        let mut builders: Vec<RunBuilder<(u64, String)>> = (0..workers).map(|_| RunBuilder::default()).collect();
+        let mut time = TimeRuns::default();
         let size = records.len().div_ceil(containers.max(1)).max(1);
-        for chunk in records.chunks(size) {
+        for (index, chunk) in records.chunks(size).enumerate() {
             let mut container = chunk.to_vec();
-            time.append(&mut container);
+            if let Some(run) = builders[index % workers].append(&mut container) {
+                time.push(run);
+            }
             assert!(container.is_empty());
         }
+        builders
+            .into_iter()
+            .filter_map(RunBuilder::finish)
+            .for_each(|run| time.push(run));
         assert_eq!(time.len(), records.len());
         let (mut out, mut slices) = (Vec::new(), Vec::new());
-        time.drain_sorted(|slice| {
+        time.drain_sorted(|slice: &[(u64, String)]| {
             slices.push(slice.len());
             out.extend_from_slice(slice);
             Ok::<(), ()>(())
@@ -153,24 +245,57 @@ mod tests {
         fn records_come_out_sorted_in_slices_whatever_their_runs(
             records in proptest::collection::btree_set((any::<u64>(), "[a-c]{0,3}"), 0..200),
             containers in 1usize..40,
+            workers in 1usize..4,
             seed in any::<u64>(),
         ) {
             let sorted: Vec<(u64, String)> = records.into_iter().collect();
             // Arrive shuffled: a fixed permutation by the seed.
             let mut arriving = sorted.clone();
             arriving.sort_by_key(|(number, text)| (number ^ seed).wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(text.len() as u64));
-            let (out, slices) = given(arriving, containers);
+            let (out, slices) = given(arriving, containers, workers);
             prop_assert_eq!(out, sorted);
             prop_assert!(slices.iter().all(|len| (1..=SLICE_LEN).contains(len)));
         }
     }
 
+    proptest! {
+        /// Any number of runs, empty ones among them, with equal records across runs.
+        #[test]
+        fn the_tournament_gives_every_head_in_order(
+            runs in proptest::collection::vec(proptest::collection::vec(0u8..20, 0..12), 0..10),
+        ) {
+            let mut runs: Vec<std::vec::IntoIter<u8>> = runs
+                .into_iter()
+                .map(|mut run| {
+                    run.sort_unstable();
+                    run.into_iter()
+                })
+                .collect();
+            let mut expected: Vec<u8> = runs.iter().flat_map(|run| run.clone()).collect();
+            expected.sort_unstable();
+            let heads = runs.iter_mut().map(Iterator::next).collect();
+            let mut tree = LoserTree::new(heads);
+            let mut out = Vec::new();
+            while let Some(record) = tree.replace_winner(|run| runs[run].next()) {
+                out.push(record);
+            }
+            prop_assert_eq!(out, expected);
+        }
+    }
+
     #[test]
     fn the_first_error_stops_the_giving() {
-        let mut time = TimeRecords::default();
-        time.append(&mut (0..100u32).rev().collect());
+        let mut builder = RunBuilder::default();
+        let mut time = TimeRuns::default();
+        if let Some(run) = builder.append(&mut (0..100u32).rev().collect()) {
+            time.push(run);
+        }
+        if let Some(run) = builder.finish() {
+            time.push(run);
+        }
+        assert_eq!(time.len(), 100);
         let mut calls = 0;
-        let outcome = time.drain_sorted(|slice| {
+        let outcome = time.drain_sorted(|slice: &[u32]| {
             calls += 1;
             if slice[0] >= 20 {
                 Err(slice[0])
