@@ -277,9 +277,7 @@ fn run_reconciled(
                 }),
             );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.
-            let held_share = move || held_pairs.share(2);
-            reconcile_with_held(changes, held, LIVE_FROM, dataflows::hashing::pair_route, held_share)
-                .capture_into(send);
+            reconcile_with_held(changes, held, LIVE_FROM, held_pairs).capture_into(send);
             (inputs, held_in)
         });
         if worker.index() == 0 {

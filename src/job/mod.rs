@@ -4,10 +4,11 @@
 //!  Source::poll --> inputs: products, campaigns, rejected, checkpoints (and held pairs)
 //!                     |                             |               |
 //!              render_eligibility                   |               |
-//!   pair_changes(route), or on resume               |               |
-//!   reconcile_with_held(held, route)         Exchange(worker 0)     |
+//!   on resume, reconcile_with_held(held)            |               |
+//!   (on the pair's worker)                          |               |
 //!                     |                             |               |
-//!              SinkOperator(changes)      SinkOperator(dead letters)|
+//!   SinkOperator(changes): sorted runs       SinkOperator(dead      |
+//!   to the writer (worker 0 or own)          letters): to worker 0  |
 //!                     +------------+----------------+               |
 //!                                  +-- acknowledged frontier --> ProgressCommit (worker 0)
 //!                                  +-- probe (every worker)

@@ -11,7 +11,6 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dataflows::hashing::pair_route;
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::reconcile::HeldItem;
 use dataflows::operators::{reconcile_with_held, Upsert};
@@ -357,13 +356,9 @@ pub(super) fn run_worker(
             let (held_in, held) = scope.new_input::<Vec<HeldItem>>();
             held_inputs.push(held_in);
             let changes = match live_from {
-                Some(live_from) => {
-                    // Held pairs meet the rebuilt ones on the pair's worker, whatever
-                    // worker writes them: the reconcile and the sort are shared out.
-                    let held_pairs = held_pairs.clone();
-                    let held_share = move || held_pairs.share(peers);
-                    reconcile_with_held(changes.clone(), held, live_from, pair_route, held_share)
-                }
+                // Held pairs meet the rebuilt ones on the pair's worker, whatever worker
+                // writes them: the reconcile and the sort are shared out.
+                Some(live_from) => reconcile_with_held(changes.clone(), held, live_from, held_pairs.clone()),
                 // Already on the pair's worker (`PairTotals` owns it there).
                 None => changes.clone(),
             };

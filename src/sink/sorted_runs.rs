@@ -123,7 +123,7 @@ impl TimeRuns {
         };
         let heads: Vec<Option<R>> = (0..self.runs.len()).map(&mut next).collect();
         let mut tree = LoserTree::new(heads);
-        let mut slice = Vec::with_capacity(SLICE_LEN.min(self.runs.iter().map(SortedRun::len).sum()));
+        let mut slice = Vec::with_capacity(SLICE_LEN.min(self.len()));
         while let Some(record) = tree.replace_winner(&mut next) {
             slice.push(record);
             if slice.len() == SLICE_LEN {

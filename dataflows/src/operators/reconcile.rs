@@ -20,15 +20,15 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::vec::{Broadcast, Filter};
 use timely::dataflow::operators::{Concat, Exchange as _, Operator};
 use timely::dataflow::Stream;
 
-use crate::hashing::FastMap;
-use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, SellerId, Tag, Time};
+use crate::hashing::{pair_route, FastMap};
+use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, Tag, Time};
 use crate::operators::eligible_pairs::PairTag;
-use crate::state::pairs::{CampaignHandles, PairEntry, PairTable};
+use crate::state::pairs::{CampaignHandles, PairCount, PairEntry, PairTable};
 
 /// What a sink holds, as the reconcile takes it in: each campaign's id once, and every
 /// pair under its campaign's tag, not a string apiece (millions of pairs).
@@ -123,40 +123,37 @@ impl FromIterator<(PairKey, PairFigures)> for Held {
     }
 }
 
-/// Routes each pair's changes to the worker `route` picks from its (campaign tag, seller)
-/// and starts them from `held`, what the sinks hold, whose records must carry times below
-/// `live_from`. Closing `held` once fed lets a quiet rebuild be checked as it arrives.
-/// `held_share` is how many held pairs this worker expects, if known (0 if not), read when
-/// the first arrives: the table takes them in one allocation instead of doubling.
-pub fn reconcile_with_held<'scope, F, S>(
+/// Starts each pair's changes from `held`, what the sinks hold, whose records must carry
+/// times below `live_from`, on the pair's worker (`pair_route` of its campaign tag and
+/// seller). `changes` must be there already, as [`render_eligibility`] leaves them; the held
+/// pairs are brought there. Closing `held` once fed lets a quiet rebuild be checked as it
+/// arrives. `held_pairs` is how many pairs the sinks hold, if known (0 if not), read when
+/// the first arrives: this worker's table takes its share in one allocation instead of
+/// doubling.
+///
+/// [`render_eligibility`]: crate::render_eligibility
+pub fn reconcile_with_held<'scope>(
     changes: Stream<'scope, Time, Vec<PairChange>>,
     held: Stream<'scope, Time, Vec<HeldItem>>,
     live_from: Time,
-    route: F,
-    held_share: S,
-) -> Stream<'scope, Time, Vec<PairChange>>
-where
-    F: Fn(Tag, SellerId) -> u64 + Clone + 'static,
-    S: Fn() -> usize + 'static,
-{
-    let held_route = route.clone();
-    let changes_pact =
-        Exchange::new(move |change: &PairChange| route(tag_of(&change.pair.campaign_id), change.pair.seller_id));
-    // Names go to every worker, pairs to the one that writes them.
+    held_pairs: PairCount,
+) -> Stream<'scope, Time, Vec<PairChange>> {
+    let peers = changes.scope().peers();
+    // Names go to every worker, pairs to the one that owns them.
     let names = held
         .clone()
         .filter(|item| matches!(item, HeldItem::Name(..)))
         .broadcast();
     let pairs = held
         .filter(|item| matches!(item, HeldItem::Pair(..)))
-        .exchange(move |item| match item {
-            HeldItem::Pair((tag, seller), _) => held_route(*tag, *seller),
+        .exchange(|item| match item {
+            HeldItem::Pair((tag, seller), _) => pair_route(*tag, *seller),
             HeldItem::Name(..) => 0,
         });
     let held = names.concat(pairs);
     changes.binary_frontier::<_, CapacityContainerBuilder<Vec<PairChange>>, _, _, _, _>(
         held,
-        changes_pact,
+        Pipeline,
         Pipeline,
         "ReconcileWithHeld",
         move |capability, _info| {
@@ -165,7 +162,7 @@ where
             move |(changes_in, changes_frontier), (held_in, held_frontier), output| {
                 held_in.for_each(|_capability, data| {
                     if rebuild.held.is_empty() && data.iter().any(|item| matches!(item, HeldItem::Pair(..))) {
-                        rebuild.held.reserve(held_share());
+                        rebuild.held.reserve(held_pairs.share(peers));
                     }
                     for item in data.drain(..) {
                         rebuild.hold(item);
