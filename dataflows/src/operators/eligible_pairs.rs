@@ -26,8 +26,8 @@
 //!    category's ancestors in the entry the first lookup finds).
 //!
 //! A rebuild (`quiet_until`) skips the three steps for its times: they only change the
-//! state, and once every input has passed `quiet_until` each seller's products are met
-//! once, giving `F(P, C, T)` of the whole share at `quiet_until` (its chunks' deltas
+//! state (products are loaded unindexed and indexed once at the end), and once every input
+//! has passed `quiet_until` each seller's products are met once, giving `F(P, C, T)` of the whole share at `quiet_until` (its chunks' deltas
 //! would add up to several times the pairs they end at).
 //!
 //! The steps telescope to exactly `F(P_t, C_t, T_t) - F(P_{t-1}, C_{t-1}, T_{t-1})`, the
@@ -129,6 +129,7 @@ pub fn eligible_pairs<'scope>(
                             break;
                         }
                         let capability = end.take().expect("checked");
+                        state.products.index();
                         end_of_rebuild = Some(EndOfRebuild::new(capability, &state.products));
                         continue;
                     }
@@ -410,7 +411,7 @@ impl Matcher {
             }
         }
         for (key, new) in products.drain_latest() {
-            self.products.upsert(key, new);
+            self.products.load(key, new);
         }
     }
 

@@ -8,6 +8,10 @@
 //! The key lives once, in the slot: a map from key to slot would hold it again in its
 //! buckets (24 bytes with the slot, at hashbrown's load ~40 bytes per product, the largest
 //! part of a rebuild's memory); a table of slots costs ~8.
+//!
+//! A rebuild [`load`](ProductTable::load)s its products without indexing them and then
+//! [`index`](ProductTable::index)es the slab at once: three set inserts per product, each
+//! into a set that grows and rehashes, were two fifths of reading a 10M-product topic.
 
 use hashbrown::HashTable;
 
@@ -23,6 +27,8 @@ pub struct ProductTable {
     slots: HashTable<Slot>,
     products: Slab,
     by_key: FastMap<PredicateKey, FastSet<Slot>>,
+    /// Set by [`load`](Self::load): `by_key` lags the slab until [`index`](Self::index).
+    unindexed: bool,
 }
 
 /// Where a key sits in the table: the key is already a uniform 128-bit hash; its low half
@@ -34,28 +40,8 @@ fn place(key: &ProductKey) -> u64 {
 impl ProductTable {
     /// Replaces the product under `key` (`None` deletes it) and returns what was there.
     pub fn upsert(&mut self, key: ProductKey, new: Option<Product>) -> Option<Product> {
-        let products = &self.products;
-        let is_key = |slot: &Slot| products.get(*slot).key == key;
-        // A delete leaves the table in the same lookup that finds it.
-        let found = match new {
-            Some(_) => self.slots.find(place(&key), is_key).copied(),
-            None => self
-                .slots
-                .find_entry(place(&key), is_key)
-                .ok()
-                .map(|entry| entry.remove().0),
-        };
-        let (slot, old) = match (found, new) {
-            (Some(slot), _) => (slot, Some(self.products.get(slot).product)),
-            (None, None) => return None,
-            (None, Some(product)) => {
-                let slot = self.products.insert(Stored { key, product });
-                let products = &self.products;
-                self.slots
-                    .insert_unique(place(&key), slot, |slot| place(&products.get(*slot).key));
-                (slot, None)
-            }
-        };
+        self.index();
+        let (slot, old) = self.slot_for(key, new)?;
         if old == new {
             return old;
         }
@@ -78,15 +64,110 @@ impl ProductTable {
             }
             self.by_key.entry(new_key).or_default().insert(slot);
         }
-        match new {
-            Some(product) => self.products.get_mut(slot).product = product,
-            None => self.products.vacate(slot),
+        self.settle(slot, new);
+        old
+    }
+
+    /// As [`upsert`](Self::upsert), but leaves the key index behind until
+    /// [`index`](Self::index): for a rebuild, which reads no index until it has loaded
+    /// every product.
+    pub fn load(&mut self, key: ProductKey, new: Option<Product>) -> Option<Product> {
+        self.unindexed = true;
+        let (slot, old) = self.slot_for(key, new)?;
+        if old != new {
+            self.settle(slot, new);
         }
         old
     }
 
+    /// Brings the key index up to the slab after [`load`](Self::load)s, all at once: per
+    /// kind of key, the live slots are counted and placed by key (a counting sort), and each
+    /// key's set is built from its run at its final size, so no set grows or rehashes and
+    /// each is filled while it is in cache.
+    pub fn index(&mut self) {
+        if !self.unindexed {
+            return;
+        }
+        self.unindexed = false;
+        self.by_key.clear();
+        let mut buckets: FastMap<PredicateKey, usize> = FastMap::default();
+        let mut keys: Vec<PredicateKey> = Vec::new();
+        let mut ends: Vec<usize> = Vec::new();
+        let mut placed: Vec<Slot> = Vec::new();
+        for kind in 0..3 {
+            let key_of = |stored: &Stored| stored.product.predicate_keys()[kind];
+            buckets.clear();
+            keys.clear();
+            ends.clear();
+            for (_, stored) in self.products.live() {
+                let key = key_of(stored);
+                let bucket = *buckets.entry(key).or_insert_with(|| {
+                    keys.push(key);
+                    ends.push(0);
+                    keys.len() - 1
+                });
+                ends[bucket] += 1;
+            }
+            // Counts to each bucket's start; placing moves a start to the bucket's end.
+            let mut start = 0;
+            for count in &mut ends {
+                (*count, start) = (start, start + *count);
+            }
+            placed.clear();
+            placed.resize(start, 0);
+            for (slot, stored) in self.products.live() {
+                let end = &mut ends[buckets[&key_of(stored)]];
+                placed[*end] = slot;
+                *end += 1;
+            }
+            self.by_key.reserve(keys.len());
+            let mut start = 0;
+            for (key, &end) in keys.iter().zip(&ends) {
+                self.by_key.insert(*key, placed[start..end].iter().copied().collect());
+                start = end;
+            }
+        }
+    }
+
+    /// Finds or makes `key`'s slot for `new` (a delete frees it from the table) and returns
+    /// it with the product that was there; `None` for a delete of a missing product.
+    fn slot_for(&mut self, key: ProductKey, new: Option<Product>) -> Option<(Slot, Option<Product>)> {
+        let products = &self.products;
+        let is_key = |slot: &Slot| products.get(*slot).key == key;
+        // A delete leaves the table in the same lookup that finds it.
+        let found = match new {
+            Some(_) => self.slots.find(place(&key), is_key).copied(),
+            None => self
+                .slots
+                .find_entry(place(&key), is_key)
+                .ok()
+                .map(|entry| entry.remove().0),
+        };
+        let (slot, old) = match (found, new) {
+            (Some(slot), _) => (slot, Some(self.products.get(slot).product)),
+            (None, None) => return None,
+            (None, Some(product)) => {
+                let slot = self.products.insert(Stored { key, product });
+                let products = &self.products;
+                self.slots
+                    .insert_unique(place(&key), slot, |slot| place(&products.get(*slot).key));
+                (slot, None)
+            }
+        };
+        Some((slot, old))
+    }
+
+    /// Stores `new` in `slot`, or frees it.
+    fn settle(&mut self, slot: Slot, new: Option<Product>) {
+        match new {
+            Some(product) => self.products.get_mut(slot).product = product,
+            None => self.products.vacate(slot),
+        }
+    }
+
     /// The products indexed under `key`: those of a category, a brand or a seller.
     pub fn with_key(&self, key: PredicateKey) -> impl Iterator<Item = &Product> + '_ {
+        self.assert_indexed();
         self.by_key
             .get(&key)
             .into_iter()
@@ -96,6 +177,7 @@ impl ProductTable {
 
     /// Whether some product is indexed under `key`.
     pub fn has_key(&self, key: PredicateKey) -> bool {
+        self.assert_indexed();
         self.by_key.contains_key(&key)
     }
 
@@ -106,6 +188,7 @@ impl ProductTable {
 
     /// The sellers with a product here.
     pub fn sellers(&self) -> Vec<SellerId> {
+        self.assert_indexed();
         self.by_key
             .keys()
             .filter_map(|key| match key {
@@ -113,6 +196,14 @@ impl ProductTable {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A lagging index would miss products silently: reading one is a bug, not a slow path.
+    fn assert_indexed(&self) {
+        assert!(
+            !self.unindexed,
+            "the product index is read before `index` after a `load`"
+        );
     }
 
     /// Live products.
@@ -196,12 +287,17 @@ impl Slab {
 
     /// The products of the live slots, in slot order.
     fn iter(&self) -> impl Iterator<Item = &Product> + '_ {
+        self.live().map(|(_, stored)| &stored.product)
+    }
+
+    /// The live slots and what they hold, in slot order.
+    fn live(&self) -> impl Iterator<Item = (Slot, &Stored)> + '_ {
         self.chunks
             .iter()
             .flatten()
             .enumerate()
             .filter(|(slot, _)| !self.is_vacant(*slot))
-            .map(|(_, stored)| &stored.product)
+            .map(|(slot, stored)| (slot as Slot, stored))
     }
 }
 
@@ -258,6 +354,87 @@ mod tests {
         assert_eq!(table.products.len(), 2);
         assert_eq!(table.iter().count(), 2);
         assert_eq!(table.upsert(a, Some(product(3, 8, 2))), Some(product(3, 8, 1)));
+    }
+}
+
+#[cfg(test)]
+mod load_tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Everything the index answers, in a comparable form.
+    fn answers(table: &ProductTable) -> (Vec<SellerId>, Vec<(PredicateKey, Vec<Product>)>) {
+        let mut sellers = table.sellers();
+        sellers.sort();
+        let keys = (0..4).flat_map(|id| {
+            [
+                PredicateKey::Category(id),
+                PredicateKey::Brand(id),
+                PredicateKey::Seller(id),
+            ]
+        });
+        let indexed = keys
+            .map(|key| {
+                assert_eq!(table.has_key(key), table.with_key(key).next().is_some());
+                let mut products: Vec<Product> = table.with_key(key).copied().collect();
+                products.sort_by_key(|p| (p.seller_id, p.category_id, p.brand_id, p.stock));
+                (key, products)
+            })
+            .collect();
+        (sellers, indexed)
+    }
+
+    fn change() -> impl Strategy<Value = (u8, Option<Product>)> {
+        let product =
+            (0u64..4, 0u64..4, 0u64..4, 0u32..3).prop_map(|(seller_id, category_id, brand_id, stock)| Product {
+                seller_id,
+                category_id,
+                brand_id,
+                price_minor: 100,
+                stock,
+            });
+        (0u8..12, proptest::option::weighted(0.8, product))
+    }
+
+    proptest! {
+        /// Loading changes (moves, deletes, reinserts into freed slots) and indexing once
+        /// answers as upserting them one by one did, also for upserts after the index.
+        #[test]
+        fn a_loaded_then_indexed_table_answers_as_an_upserted_one(
+            loaded in proptest::collection::vec(change(), 0..60),
+            live in proptest::collection::vec(change(), 0..20),
+        ) {
+            let key = |id: u8| ProductKey::of(&format!("p-{id}"));
+            let (mut upserted, mut bulk) = (ProductTable::default(), ProductTable::default());
+            for (id, new) in &loaded {
+                prop_assert_eq!(upserted.upsert(key(*id), *new), bulk.load(key(*id), *new));
+            }
+            bulk.index();
+            prop_assert_eq!(answers(&upserted), answers(&bulk));
+            for (id, new) in &live {
+                prop_assert_eq!(upserted.upsert(key(*id), *new), bulk.upsert(key(*id), *new));
+            }
+            prop_assert_eq!(answers(&upserted), answers(&bulk));
+            prop_assert_eq!(upserted.len(), bulk.len());
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "before `index`")]
+    fn reading_the_index_of_a_loaded_table_is_refused() {
+        let mut table = ProductTable::default();
+        table.load(
+            ProductKey::of("a"),
+            Some(Product {
+                seller_id: 1,
+                category_id: 2,
+                brand_id: 3,
+                price_minor: 4,
+                stock: 5,
+            }),
+        );
+        table.sellers();
     }
 }
 
