@@ -2,15 +2,16 @@
 //!
 //! Change lines: `{"op":"upsert","id":"c-9:42","campaign_id":"c-9","seller_id":42,
 //! "eligible_products":3,"eligible_stock":40,"time":0}` or `{"op":"delete",…}`, in time
-//! order and, within a time, by (campaign id, seller id). Applying them in order gives the
+//! order and, within a time, by (seller id, campaign id). Applying them in order gives the
 //! current state.
 //!
-//! Durability: `Buffered` acknowledges a time as soon as it is written to the buffer (a
+//! Lines are formatted straight into the buffer a thread of its own writes out
+//! ([`WriteBehind`]). Durability: `Buffered` acknowledges a time as soon as it is written to the buffer (a
 //! one-shot file run has nothing to resume). `Synced` acknowledges only what has been
 //! flushed and `fsync`ed, at most once per interval, for jobs that resume from offsets.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use dataflows::model::{PairChange, Time};
 use serde::Serialize;
 
 use super::contract::{Sink, SinkError};
+use super::write_behind::WriteBehind;
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::metrics::{Metrics, SinkHandles};
 
@@ -30,24 +32,20 @@ pub enum Durability {
     Synced { interval: Duration },
 }
 
-/// A line-oriented output: a file or standard output.
+/// A line-oriented output: a file or standard output, written behind by a thread.
 pub struct JsonlWriter {
-    out: BufWriter<Box<dyn Write + Send>>,
-    file: Option<File>,
+    out: WriteBehind,
     durability: Durability,
     last_sync: Instant,
-    /// Everything below this time is written; not necessarily synced.
-    written_upper: Option<Time>,
     /// Everything below this time is acknowledged.
     acknowledged: Time,
-    line: Vec<u8>,
 }
 
 impl JsonlWriter {
     /// Creates (truncates) `path`, or writes to standard output for `-`.
     pub fn create(path: &Path, durability: Durability) -> Result<Self, SinkError> {
         if path == Path::new("-") {
-            return Ok(Self::new(Box::new(std::io::stdout()), None, durability));
+            return Self::new(Box::new(std::io::stdout()), None, durability);
         }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(SinkError::io(format!("create {}", parent.display())))?;
@@ -56,7 +54,7 @@ impl JsonlWriter {
         let sync_handle = file
             .try_clone()
             .map_err(SinkError::io("duplicate the output file handle"))?;
-        Ok(Self::new(Box::new(file), Some(sync_handle), durability))
+        Self::new(Box::new(file), Some(sync_handle), durability)
     }
 
     /// Appends to `path`, creating it if missing (a resumed job keeps its earlier lines).
@@ -69,51 +67,43 @@ impl JsonlWriter {
         let sync_handle = file
             .try_clone()
             .map_err(SinkError::io("duplicate the output file handle"))?;
-        Ok(Self::new(Box::new(file), Some(sync_handle), durability))
+        Self::new(Box::new(file), Some(sync_handle), durability)
     }
 
-    fn new(out: Box<dyn Write + Send>, file: Option<File>, durability: Durability) -> Self {
-        JsonlWriter {
-            out: BufWriter::with_capacity(1 << 20, out),
-            file,
+    fn new(out: Box<dyn Write + Send>, file: Option<File>, durability: Durability) -> Result<Self, SinkError> {
+        Ok(JsonlWriter {
+            out: WriteBehind::spawn(out, file).map_err(SinkError::io("start the output's writer thread"))?,
             durability,
             last_sync: Instant::now(),
-            written_upper: Some(0),
             acknowledged: 0,
-            line: Vec::with_capacity(256),
-        }
+        })
     }
 
     fn write_line<T: Serialize>(&mut self, value: &T) -> Result<(), SinkError> {
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, value).expect("a line always serializes");
-        self.line.push(b'\n');
-        self.write_buffered_line()
+        let buffer = self.out.buffer();
+        serde_json::to_writer(&mut *buffer, value).expect("a line always serializes");
+        buffer.push(b'\n');
+        self.spill_if_full()
     }
 
-    /// Writes what `line` holds, its newline included.
-    fn write_buffered_line(&mut self) -> Result<(), SinkError> {
-        self.out
-            .write_all(&self.line)
-            .map_err(SinkError::io("write the output"))
+    fn spill_if_full(&mut self) -> Result<(), SinkError> {
+        self.out.spill_if_full().map_err(SinkError::io("write the output"))
     }
 
     fn flush(&mut self, upper: Option<Time>) -> Result<Option<Time>, SinkError> {
-        self.written_upper = upper;
         let finished = upper.is_none();
         match self.durability {
             Durability::Buffered => {
                 if finished {
-                    self.out.flush().map_err(SinkError::io("flush the output"))?;
+                    self.out.flush(false).map_err(SinkError::io("flush the output"))?;
                 }
                 Ok(upper)
             }
             Durability::Synced { interval } => {
                 if finished || self.last_sync.elapsed() >= interval {
-                    self.out.flush().map_err(SinkError::io("flush the output"))?;
-                    if let Some(file) = &self.file {
-                        file.sync_data().map_err(SinkError::io("sync the output to disk"))?;
-                    }
+                    self.out
+                        .flush(true)
+                        .map_err(SinkError::io("flush the output and sync it to disk"))?;
                     self.last_sync = Instant::now();
                     match upper {
                         Some(upper) => self.acknowledged = upper,
@@ -179,10 +169,8 @@ impl JsonlChangeSink {
 impl Sink<PairChange> for JsonlChangeSink {
     fn write(&mut self, _time: Time, changes: &[PairChange]) -> Result<(), SinkError> {
         for change in changes {
-            let line = &mut self.writer.line;
-            line.clear();
-            push_change_line(change, &mut self.campaign, line);
-            self.writer.write_buffered_line()?;
+            push_change_line(change, &mut self.campaign, self.writer.out.buffer());
+            self.writer.spill_if_full()?;
         }
         self.handles.record_changes(changes);
         Ok(())

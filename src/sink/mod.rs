@@ -18,4 +18,5 @@ pub mod operator;
 pub mod sorted_runs;
 pub mod startup;
 pub mod tls;
+pub mod write_behind;
 pub mod written_before;
