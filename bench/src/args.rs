@@ -238,6 +238,10 @@ pub struct RebuildArgs {
     /// Skip the cluster of 2 processes.
     #[arg(long)]
     pub no_processes: bool,
+    /// Run every measurement this many times, round after round, and report each run's
+    /// median wall time and highest peak (a VM's noise moves single runs by 10% and more).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
     /// Folder for the event log, configs and change logs [default: a new one in the temp dir].
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -311,6 +315,7 @@ impl RebuildArgs {
             dir: self.work_dir.clone().unwrap_or_else(rebuild::default_dir),
             keep: self.keep,
             processes: !self.no_processes,
+            rounds: self.rounds as usize,
         })
     }
 }

@@ -8,7 +8,9 @@
 //! 5. the job, 2 processes of 1 worker, into an empty sink.
 //!
 //! The final pairs of 2, 4 and 5 must be equal and 3 must write none, or the run fails
-//! (after printing its table).
+//! (after printing its table). With `rounds` above one, the five runs repeat in that order
+//! round after round (so a slow spell of the machine falls on every kind alike), and each
+//! kind reports its median wall time and its highest peak.
 
 pub mod config;
 pub mod floor;
@@ -56,6 +58,8 @@ pub struct RebuildOptions {
     pub keep: bool,
     /// Also run the 2-process cluster.
     pub processes: bool,
+    /// How many times each run is made (at least once).
+    pub rounds: usize,
 }
 
 /// Which of the runs.
@@ -92,6 +96,9 @@ pub struct RebuildRun {
     pub pairs_written: Option<u64>,
     /// The change log's final state after this run.
     pub state: Option<FoldedLog>,
+    /// Each round's wall time, in round order (`process` holds the median's figures).
+    #[serde(default)]
+    pub walls: Vec<f64>,
 }
 
 /// The goals' ratios (issue 25), each `None` when a run it needs was not made.
@@ -153,34 +160,18 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
         topics.products, topics.campaigns, topics.categories
     );
 
-    eprintln!("rebuild: the floor");
-    let mut floor_command = Command::new(&options.exe);
-    floor_command.args(["floor", "--brokers", &options.brokers]);
-    floor_command.args(["--products-topic", &topics.products]);
-    floor_command.args(["--campaigns-topic", &topics.campaigns]);
-    floor_command.args(["--categories-topic", &topics.categories]);
-    let finished = run_measured(floor_command)?;
-    let floor: FloorOutput = serde_json::from_slice(&finished.stdout).context("the floor printed no results")?;
-    let mut runs = vec![RebuildRun {
-        kind: RunKind::Floor,
-        process: finished.figures,
-        members: vec![finished.figures],
-        pairs_written: None,
-        state: None,
-    }];
-
-    let one = JobDir::create(options.dir.join("one-worker"), &options.brokers, &topics)?;
-    let workers = |n: usize| vec!["--workers".to_owned(), n.to_string()];
-    runs.push(run_job(options, &one, RunKind::Rebuild, &workers(1))?);
-    runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1))?);
-    let two = JobDir::create(options.dir.join("two-workers"), &options.brokers, &topics)?;
-    runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2))?);
-    let mut dirs = vec![one, two];
-    if options.processes {
-        let cluster = JobDir::create(options.dir.join("two-processes"), &options.brokers, &topics)?;
-        runs.push(run_job(options, &cluster, RunKind::TwoProcesses, &workers(1))?);
-        dirs.push(cluster);
+    let mut rounds = Vec::new();
+    let mut last = None;
+    for round in 1..=options.rounds.max(1) {
+        if options.rounds > 1 {
+            eprintln!("rebuild: round {round} of {}", options.rounds);
+        }
+        let (floor, runs, dirs) = run_round(options, &topics)?;
+        rounds.push(runs);
+        last = Some((floor, dirs));
     }
+    let (floor, dirs) = last.expect("at least one round");
+    let mut runs = combine(rounds);
 
     // Folded after every run, so the bench's own peak stays below every figure above.
     eprintln!("rebuild: comparing the change logs");
@@ -237,6 +228,72 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
     Ok((report, failure))
 }
 
+/// One round: the floor, then each job run; the job folders hold this round's change logs.
+fn run_round(options: &RebuildOptions, topics: &Topics) -> anyhow::Result<(FloorOutput, Vec<RebuildRun>, Vec<JobDir>)> {
+    eprintln!("rebuild: the floor");
+    let mut floor_command = Command::new(&options.exe);
+    floor_command.args(["floor", "--brokers", &options.brokers]);
+    floor_command.args(["--products-topic", &topics.products]);
+    floor_command.args(["--campaigns-topic", &topics.campaigns]);
+    floor_command.args(["--categories-topic", &topics.categories]);
+    let finished = run_measured(floor_command)?;
+    let floor: FloorOutput = serde_json::from_slice(&finished.stdout).context("the floor printed no results")?;
+    let mut runs = vec![RebuildRun {
+        kind: RunKind::Floor,
+        process: finished.figures,
+        members: vec![finished.figures],
+        pairs_written: None,
+        state: None,
+        walls: Vec::new(),
+    }];
+
+    let one = JobDir::create(options.dir.join("one-worker"), &options.brokers, topics)?;
+    let workers = |n: usize| vec!["--workers".to_owned(), n.to_string()];
+    runs.push(run_job(options, &one, RunKind::Rebuild, &workers(1))?);
+    runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1))?);
+    let two = JobDir::create(options.dir.join("two-workers"), &options.brokers, topics)?;
+    runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2))?);
+    let mut dirs = vec![one, two];
+    if options.processes {
+        let cluster = JobDir::create(options.dir.join("two-processes"), &options.brokers, topics)?;
+        runs.push(run_job(options, &cluster, RunKind::TwoProcesses, &workers(1))?);
+        dirs.push(cluster);
+    }
+    Ok((floor, runs, dirs))
+}
+
+/// Each kind's runs over the rounds as one: the figures of its median wall time, with the
+/// highest peak of any round and the most pairs any round wrote (a quiet restart must
+/// write none in every round).
+fn combine(rounds: Vec<Vec<RebuildRun>>) -> Vec<RebuildRun> {
+    let Some(first) = rounds.first() else {
+        return Vec::new();
+    };
+    let kinds: Vec<RunKind> = first.iter().map(|run| run.kind).collect();
+    kinds
+        .into_iter()
+        .map(|kind| {
+            let mut of_kind: Vec<&RebuildRun> = rounds.iter().flatten().filter(|run| run.kind == kind).collect();
+            let walls: Vec<f64> = of_kind.iter().map(|run| run.process.wall_seconds).collect();
+            let peak = of_kind.iter().map(|run| run.process.peak_rss_bytes).max().unwrap_or(0);
+            let pairs_written = of_kind.iter().filter_map(|run| run.pairs_written).max();
+            of_kind.sort_by(|a, b| a.process.wall_seconds.total_cmp(&b.process.wall_seconds));
+            let median = of_kind[(of_kind.len() - 1) / 2];
+            RebuildRun {
+                kind,
+                process: ProcessFigures {
+                    peak_rss_bytes: peak,
+                    ..median.process
+                },
+                members: median.members.clone(),
+                pairs_written,
+                state: None,
+                walls,
+            }
+        })
+        .collect()
+}
+
 /// Runs the job in `dir` (one process, or two for `TwoProcesses`) with `extra` options.
 fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[String]) -> anyhow::Result<RebuildRun> {
     eprintln!("rebuild: {}", kind.label());
@@ -282,6 +339,7 @@ fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[Strin
         members,
         pairs_written: Some(after.saturating_sub(before)),
         state: None,
+        walls: Vec::new(),
     })
 }
 
@@ -347,6 +405,13 @@ impl RebuildReport {
             self.topics.categories,
             mib(self.bench_peak_rss_bytes),
         );
+        let rounds = self.runs.first().map_or(1, |run| run.walls.len().max(1));
+        if rounds > 1 {
+            let _ = writeln!(
+                out,
+                "{rounds} rounds of every run, in turn: wall is each run's median (its range in brackets), peak RSS its highest.\n"
+            );
+        }
         let _ = writeln!(
             out,
             "| run | wall s | peak RSS MiB | peak RSS B/product | pairs written | pairs at the end |"
@@ -363,11 +428,18 @@ impl RebuildReport {
                     .collect();
                 peak = format!("{peak} ({})", each.join(" + "));
             }
+            let mut wall = format!("{:.2}", run.process.wall_seconds);
+            if run.walls.len() > 1 {
+                let (low, high) = run
+                    .walls
+                    .iter()
+                    .fold((f64::MAX, f64::MIN), |(low, high), w| (low.min(*w), high.max(*w)));
+                wall = format!("{wall} ({low:.1}–{high:.1})");
+            }
             let _ = writeln!(
                 out,
-                "| {} | {:.2} | {peak} | {:.0} | {} | {} |",
+                "| {} | {wall} | {peak} | {:.0} | {} | {} |",
                 run.kind.label(),
-                run.process.wall_seconds,
                 run.process.peak_rss_bytes as f64 / floor.products.max(1) as f64,
                 count(run.pairs_written),
                 count(run.state.map(|state| state.pairs)),
@@ -433,4 +505,63 @@ pub fn default_dir() -> PathBuf {
 /// Removes `dir` if this run made it and nothing is left in it worth keeping.
 pub fn remove_if_empty(dir: &Path) {
     std::fs::remove_dir(dir).ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(kind: RunKind, wall_seconds: f64, peak_rss_bytes: u64, pairs_written: Option<u64>) -> RebuildRun {
+        let process = ProcessFigures {
+            wall_seconds,
+            peak_rss_bytes,
+            floor_rss_bytes: 0,
+        };
+        RebuildRun {
+            kind,
+            process,
+            members: vec![process],
+            pairs_written,
+            state: None,
+            walls: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn rounds_combine_into_the_median_wall_the_highest_peak_and_the_most_writes() {
+        let rounds = vec![
+            vec![
+                run(RunKind::Floor, 20.0, 5, None),
+                run(RunKind::QuietRestart, 40.0, 9, Some(0)),
+            ],
+            vec![
+                run(RunKind::Floor, 18.0, 7, None),
+                run(RunKind::QuietRestart, 30.0, 8, Some(3)),
+            ],
+            vec![
+                run(RunKind::Floor, 25.0, 6, None),
+                run(RunKind::QuietRestart, 35.0, 8, Some(0)),
+            ],
+        ];
+        let combined = combine(rounds);
+        assert_eq!(combined.len(), 2);
+        let floor = &combined[0];
+        assert_eq!(floor.kind, RunKind::Floor);
+        assert_eq!(floor.process.wall_seconds, 20.0);
+        assert_eq!(floor.process.peak_rss_bytes, 7, "the highest peak of any round");
+        assert_eq!(floor.walls, vec![20.0, 18.0, 25.0], "in round order");
+        assert_eq!(floor.pairs_written, None);
+        let restart = &combined[1];
+        assert_eq!(restart.process.wall_seconds, 35.0);
+        assert_eq!(restart.members[0].wall_seconds, 35.0, "the median round's processes");
+        assert_eq!(restart.pairs_written, Some(3), "one round that wrote is enough to fail");
+    }
+
+    #[test]
+    fn one_round_is_reported_as_it_ran() {
+        let combined = combine(vec![vec![run(RunKind::Rebuild, 12.5, 100, Some(42))]]);
+        assert_eq!(combined[0].process.wall_seconds, 12.5);
+        assert_eq!(combined[0].process.peak_rss_bytes, 100);
+        assert_eq!(combined[0].walls, vec![12.5]);
+    }
 }
