@@ -80,13 +80,15 @@ impl JsonlWriter {
     }
 
     fn write_line<T: Serialize>(&mut self, value: &T) -> Result<(), SinkError> {
-        let buffer = self.out.buffer();
-        serde_json::to_writer(&mut *buffer, value).expect("a line always serializes");
-        buffer.push(b'\n');
-        self.spill_if_full()
+        self.write_with(|buffer| {
+            serde_json::to_writer(&mut *buffer, value).expect("a line always serializes");
+            buffer.push(b'\n');
+        })
     }
 
-    fn spill_if_full(&mut self) -> Result<(), SinkError> {
+    /// Appends what `fill` writes (whole lines) to the output buffer.
+    fn write_with(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Result<(), SinkError> {
+        fill(self.out.buffer());
         self.out.spill_if_full().map_err(SinkError::io("write the output"))
     }
 
@@ -169,8 +171,9 @@ impl JsonlChangeSink {
 impl Sink<PairChange> for JsonlChangeSink {
     fn write(&mut self, _time: Time, changes: &[PairChange]) -> Result<(), SinkError> {
         for change in changes {
-            push_change_line(change, &mut self.campaign, self.writer.out.buffer());
-            self.writer.spill_if_full()?;
+            let campaign = &mut self.campaign;
+            self.writer
+                .write_with(|buffer| push_change_line(change, campaign, buffer))?;
         }
         self.handles.record_changes(changes);
         Ok(())
