@@ -13,6 +13,7 @@
 
 pub mod args;
 pub mod baselines;
+pub mod broker_cpu;
 pub mod child;
 pub mod collected;
 pub mod engine;

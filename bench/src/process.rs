@@ -1,4 +1,4 @@
-//! Runs a child process and measures its wall time and peak resident memory.
+//! Runs a child process and measures its wall time, CPU time and peak resident memory.
 //!
 //! Peak memory is the `ru_maxrss` the kernel reports when the child is reaped with
 //! `wait4`: the high-water mark of every page the process held, read after it ended, so
@@ -28,6 +28,9 @@ pub struct ProcessFigures {
     pub peak_rss_bytes: u64,
     /// The parent's own peak at spawn: the least `peak_rss_bytes` can be (see the module).
     pub floor_rss_bytes: u64,
+    /// User and system CPU time of the reaped child, every thread included.
+    #[serde(default)]
+    pub cpu_seconds: f64,
 }
 
 impl ProcessFigures {
@@ -62,7 +65,7 @@ pub fn run_measured(mut command: Command) -> anyhow::Result<Finished> {
         .expect("stdout is piped")
         .read_to_end(&mut stdout)
         .context("cannot read a child's output")?;
-    let (status, peak_rss_bytes) = wait_with_peak(child.id())?;
+    let (status, usage) = wait_with_usage(child.id())?;
     let wall_seconds = started.elapsed().as_secs_f64();
     if !status.success() {
         bail!("{command:?} failed: {status}");
@@ -71,8 +74,9 @@ pub fn run_measured(mut command: Command) -> anyhow::Result<Finished> {
         stdout,
         figures: ProcessFigures {
             wall_seconds,
-            peak_rss_bytes,
+            peak_rss_bytes: usage.peak_rss_bytes,
             floor_rss_bytes,
+            cpu_seconds: usage.cpu_seconds,
         },
     })
 }
@@ -96,15 +100,17 @@ pub fn run_measured_together(commands: Vec<Command>) -> anyhow::Result<Vec<Proce
     let mut failure = None;
     while reaped.contains(&false) {
         // Any child: a member that fails first must not wait behind one that waits for it.
-        let (pid, status, peak_rss_bytes) = wait_any_with_peak()?;
+        let (pid, status, usage) = wait4(-1)?;
+        let pid = pid as u32;
         let Some(index) = children.iter().position(|(_, child)| child.id() == pid) else {
             continue;
         };
         reaped[index] = true;
         figures[index] = ProcessFigures {
             wall_seconds: started.elapsed().as_secs_f64(),
-            peak_rss_bytes,
+            peak_rss_bytes: usage.peak_rss_bytes,
             floor_rss_bytes,
+            cpu_seconds: usage.cpu_seconds,
         };
         if !status.success() && failure.is_none() {
             failure = Some(format!("{:?} failed: {status}", children[index].0));
@@ -124,21 +130,22 @@ pub fn run_measured_together(commands: Vec<Command>) -> anyhow::Result<Vec<Proce
     }
 }
 
-/// Reaps whichever child ends first.
-fn wait_any_with_peak() -> anyhow::Result<(u32, ExitStatus, u64)> {
-    let (pid, status, peak) = wait4(-1)?;
-    Ok((pid as u32, status, peak))
+/// What a reaped child used, from its `rusage`.
+#[derive(Clone, Copy, Debug)]
+struct Usage {
+    peak_rss_bytes: u64,
+    cpu_seconds: f64,
 }
 
 /// Reaps the child `pid` (std's `Child::wait` discards the resource usage).
-fn wait_with_peak(pid: u32) -> anyhow::Result<(ExitStatus, u64)> {
+fn wait_with_usage(pid: u32) -> anyhow::Result<(ExitStatus, Usage)> {
     let pid = libc::pid_t::try_from(pid).context("a pid out of range")?;
-    let (_, status, peak) = wait4(pid)?;
-    Ok((status, peak))
+    let (_, status, usage) = wait4(pid)?;
+    Ok((status, usage))
 }
 
-/// `wait4` on `pid` (-1: any child): the reaped pid, its status and its `ru_maxrss`.
-fn wait4(pid: libc::pid_t) -> anyhow::Result<(libc::pid_t, ExitStatus, u64)> {
+/// `wait4` on `pid` (-1: any child): the reaped pid, its status and what it used.
+fn wait4(pid: libc::pid_t) -> anyhow::Result<(libc::pid_t, ExitStatus, Usage)> {
     let mut status = 0;
     let mut usage = MaybeUninit::<libc::rusage>::zeroed();
     let reaped = loop {
@@ -154,9 +161,13 @@ fn wait4(pid: libc::pid_t) -> anyhow::Result<(libc::pid_t, ExitStatus, u64)> {
     };
     // SAFETY: `wait4` returned a child, so it filled `usage` in; zeroed is valid anyway.
     let usage = unsafe { usage.assume_init() };
-    // Linux reports `ru_maxrss` in KiB.
-    let peak = u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024;
-    Ok((reaped, ExitStatus::from_raw(status), peak))
+    let seconds = |time: libc::timeval| time.tv_sec as f64 + time.tv_usec as f64 / 1e6;
+    let usage = Usage {
+        // Linux reports `ru_maxrss` in KiB.
+        peak_rss_bytes: u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024,
+        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+    };
+    Ok((reaped, ExitStatus::from_raw(status), usage))
 }
 
 #[cfg(test)]
@@ -170,6 +181,15 @@ mod tests {
         let finished = run_measured(command).expect("sh runs");
         assert_eq!(finished.stdout, b"hello\n");
         assert!(finished.figures.peak_rss_bytes > 0 && finished.figures.wall_seconds > 0.0);
+        // A child that spins for a while is charged for it.
+        let mut spinning = Command::new("sh");
+        spinning.args(["-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"]);
+        let spun = run_measured(spinning).expect("sh runs");
+        assert!(
+            spun.figures.cpu_seconds > 0.05 && spun.figures.cpu_seconds <= spun.figures.wall_seconds * 1.5,
+            "{:?}",
+            spun.figures
+        );
         let mut failing = Command::new("sh");
         failing.args(["-c", "exit 3"]);
         let error = run_measured(failing).err().expect("a failing child fails");

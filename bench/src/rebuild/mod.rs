@@ -11,6 +11,10 @@
 //! (after printing its table). With `rounds` above one, the five runs repeat in that order
 //! round after round (so a slow spell of the machine falls on every kind alike), and each
 //! kind reports its median wall time and its highest peak.
+//!
+//! Each run also reports its CPU time, and the broker's when it runs on this machine
+//! (`broker_cpu`): what the 1-worker run kept busy bounds what 2 workers can gain on this
+//! machine's cores (`Ratios::two_workers_bound`).
 
 pub mod config;
 pub mod floor;
@@ -28,6 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use self::config::Topics;
 use self::floor::FloorOutput;
 use self::job::{FoldedLog, JobDir};
+use crate::broker_cpu::LocalBroker;
 use crate::format::{format_ratio, mib};
 use crate::process::{run_measured, run_measured_together, ProcessFigures};
 use crate::report::Machine;
@@ -99,6 +104,16 @@ pub struct RebuildRun {
     /// Each round's wall time, in round order (`process` holds the median's figures).
     #[serde(default)]
     pub walls: Vec<f64>,
+    /// CPU time the broker spent during this run, when it runs on this machine.
+    #[serde(default)]
+    pub broker_cpu_seconds: Option<f64>,
+}
+
+impl RebuildRun {
+    /// CPU time of the run's processes and of the local broker, if known.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.process.cpu_seconds + self.broker_cpu_seconds.unwrap_or(0.0)
+    }
 }
 
 /// The goals' ratios (issue 25), each `None` when a run it needs was not made.
@@ -114,6 +129,11 @@ pub struct Ratios {
     /// Peak RSS over the products the floor kept.
     pub rebuild_bytes_per_product: Option<f64>,
     pub restart_bytes_per_product: Option<f64>,
+    /// The least `two_workers_vs_one` can be on this machine: the 1-worker run's CPU time
+    /// (job and local broker) spread over every core for its whole wall time, over that
+    /// wall time. Two workers do at least the one worker's work, and no more cores exist.
+    #[serde(default)]
+    pub two_workers_bound: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -160,13 +180,18 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
         topics.products, topics.campaigns, topics.categories
     );
 
+    let broker = LocalBroker::find();
+    match broker {
+        Some(_) => eprintln!("rebuild: the broker runs on this machine; its CPU time is counted"),
+        None => eprintln!("rebuild: no single local broker found; only the job's CPU time is counted"),
+    }
     let mut rounds = Vec::new();
     let mut last = None;
     for round in 1..=options.rounds.max(1) {
         if options.rounds > 1 {
             eprintln!("rebuild: round {round} of {}", options.rounds);
         }
-        let (floor, runs, dirs) = run_round(options, &topics)?;
+        let (floor, runs, dirs) = run_round(options, &topics, broker)?;
         rounds.push(runs);
         last = Some((floor, dirs));
     }
@@ -212,7 +237,7 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
             std::fs::remove_dir_all(&dir.dir).ok();
         }
     }
-    let ratios = ratios(&runs, floor.products);
+    let ratios = ratios(&runs, floor.products, Machine::current().cores);
     let report = RebuildReport {
         machine: Machine::current(),
         topics,
@@ -229,14 +254,20 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
 }
 
 /// One round: the floor, then each job run; the job folders hold this round's change logs.
-fn run_round(options: &RebuildOptions, topics: &Topics) -> anyhow::Result<(FloorOutput, Vec<RebuildRun>, Vec<JobDir>)> {
+fn run_round(
+    options: &RebuildOptions,
+    topics: &Topics,
+    broker: Option<LocalBroker>,
+) -> anyhow::Result<(FloorOutput, Vec<RebuildRun>, Vec<JobDir>)> {
     eprintln!("rebuild: the floor");
     let mut floor_command = Command::new(&options.exe);
     floor_command.args(["floor", "--brokers", &options.brokers]);
     floor_command.args(["--products-topic", &topics.products]);
     floor_command.args(["--campaigns-topic", &topics.campaigns]);
     floor_command.args(["--categories-topic", &topics.categories]);
+    let broker_before = broker.and_then(|broker| broker.cpu_seconds());
     let finished = run_measured(floor_command)?;
+    let broker_cpu_seconds = broker_spent(broker, broker_before);
     let floor: FloorOutput = serde_json::from_slice(&finished.stdout).context("the floor printed no results")?;
     let mut runs = vec![RebuildRun {
         kind: RunKind::Floor,
@@ -245,21 +276,27 @@ fn run_round(options: &RebuildOptions, topics: &Topics) -> anyhow::Result<(Floor
         pairs_written: None,
         state: None,
         walls: Vec::new(),
+        broker_cpu_seconds,
     }];
 
     let one = JobDir::create(options.dir.join("one-worker"), &options.brokers, topics)?;
     let workers = |n: usize| vec!["--workers".to_owned(), n.to_string()];
-    runs.push(run_job(options, &one, RunKind::Rebuild, &workers(1))?);
-    runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1))?);
+    runs.push(run_job(options, &one, RunKind::Rebuild, &workers(1), broker)?);
+    runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1), broker)?);
     let two = JobDir::create(options.dir.join("two-workers"), &options.brokers, topics)?;
-    runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2))?);
+    runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2), broker)?);
     let mut dirs = vec![one, two];
     if options.processes {
         let cluster = JobDir::create(options.dir.join("two-processes"), &options.brokers, topics)?;
-        runs.push(run_job(options, &cluster, RunKind::TwoProcesses, &workers(1))?);
+        runs.push(run_job(options, &cluster, RunKind::TwoProcesses, &workers(1), broker)?);
         dirs.push(cluster);
     }
     Ok((floor, runs, dirs))
+}
+
+/// The broker's CPU time since `before`, if it is known at both ends.
+fn broker_spent(broker: Option<LocalBroker>, before: Option<f64>) -> Option<f64> {
+    Some(broker?.cpu_seconds()? - before?)
 }
 
 /// Each kind's runs over the rounds as one: the figures of its median wall time, with the
@@ -289,13 +326,20 @@ fn combine(rounds: Vec<Vec<RebuildRun>>) -> Vec<RebuildRun> {
                 pairs_written,
                 state: None,
                 walls,
+                broker_cpu_seconds: median.broker_cpu_seconds,
             }
         })
         .collect()
 }
 
 /// Runs the job in `dir` (one process, or two for `TwoProcesses`) with `extra` options.
-fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[String]) -> anyhow::Result<RebuildRun> {
+fn run_job(
+    options: &RebuildOptions,
+    dir: &JobDir,
+    kind: RunKind,
+    extra: &[String],
+    broker: Option<LocalBroker>,
+) -> anyhow::Result<RebuildRun> {
     eprintln!("rebuild: {}", kind.label());
     let before = job::lines(&dir.changes)?;
     let name = format!("{kind:?}").to_lowercase();
@@ -320,6 +364,7 @@ fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[Strin
         commands.push(dir.command(&options.engine, &name, extra)?);
         stderr.push(dir.stderr(&name));
     }
+    let broker_before = broker.and_then(|broker| broker.cpu_seconds());
     let members = match run_measured_together(commands) {
         Ok(members) => members,
         Err(error) => {
@@ -327,11 +372,13 @@ fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[Strin
             bail!("{error:#}\n{}", tails.join("\n--\n"));
         }
     };
+    let broker_cpu_seconds = broker_spent(broker, broker_before);
     let after = job::lines(&dir.changes)?;
     let process = ProcessFigures {
         wall_seconds: members.iter().map(|m| m.wall_seconds).fold(0.0, f64::max),
         peak_rss_bytes: members.iter().map(|m| m.peak_rss_bytes).sum(),
         floor_rss_bytes: members.iter().map(|m| m.floor_rss_bytes).max().unwrap_or(0),
+        cpu_seconds: members.iter().map(|m| m.cpu_seconds).sum(),
     };
     Ok(RebuildRun {
         kind,
@@ -340,10 +387,11 @@ fn run_job(options: &RebuildOptions, dir: &JobDir, kind: RunKind, extra: &[Strin
         pairs_written: Some(after.saturating_sub(before)),
         state: None,
         walls: Vec::new(),
+        broker_cpu_seconds,
     })
 }
 
-fn ratios(runs: &[RebuildRun], products: u64) -> Ratios {
+fn ratios(runs: &[RebuildRun], products: u64, cores: usize) -> Ratios {
     let of = |kind| runs.iter().find(|run| run.kind == kind).map(|run| run.process);
     let versus = |a, b| Some(of(a)?.versus(&of(b)?));
     let per_product = |kind| Some(of(kind)?.peak_rss_bytes as f64 / products.max(1) as f64);
@@ -354,6 +402,10 @@ fn ratios(runs: &[RebuildRun], products: u64) -> Ratios {
         two_processes_vs_two_workers: versus(RunKind::TwoProcesses, RunKind::TwoWorkers),
         rebuild_bytes_per_product: per_product(RunKind::Rebuild),
         restart_bytes_per_product: per_product(RunKind::QuietRestart),
+        two_workers_bound: runs
+            .iter()
+            .find(|run| run.kind == RunKind::Rebuild)
+            .map(|one| one.cpu_seconds() / (cores.max(1) as f64 * one.process.wall_seconds.max(1e-9))),
     }
 }
 
@@ -414,9 +466,9 @@ impl RebuildReport {
         }
         let _ = writeln!(
             out,
-            "| run | wall s | peak RSS MiB | peak RSS B/product | pairs written | pairs at the end |"
+            "| run | wall s | peak RSS MiB | peak RSS B/product | CPU s: job + broker | cores busy | pairs written | pairs at the end |"
         );
-        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
         for run in &self.runs {
             let count = |value: Option<u64>| value.map_or("–".to_owned(), |v| v.to_string());
             let mut peak = format!("{:.0}", mib(run.process.peak_rss_bytes));
@@ -436,11 +488,16 @@ impl RebuildReport {
                     .fold((f64::MAX, f64::MIN), |(low, high), w| (low.min(*w), high.max(*w)));
                 wall = format!("{wall} ({low:.1}–{high:.1})");
             }
+            let broker = run
+                .broker_cpu_seconds
+                .map_or("?".to_owned(), |seconds| format!("{seconds:.1}"));
             let _ = writeln!(
                 out,
-                "| {} | {wall} | {peak} | {:.0} | {} | {} |",
+                "| {} | {wall} | {peak} | {:.0} | {:.1} + {broker} | {:.2} | {} | {} |",
                 run.kind.label(),
                 run.process.peak_rss_bytes as f64 / floor.products.max(1) as f64,
+                run.process.cpu_seconds,
+                run.cpu_seconds() / run.process.wall_seconds.max(1e-9),
                 count(run.pairs_written),
                 count(run.state.map(|state| state.pairs)),
             );
@@ -474,6 +531,14 @@ impl RebuildReport {
         ] {
             let Some(bytes) = bytes else { continue };
             let _ = writeln!(out, "| {label} | | {bytes:.0} B | ≤ 200 B: {} |", met(bytes <= 200.0));
+        }
+        if let Some(bound) = ratios.two_workers_bound {
+            let _ = writeln!(
+                out,
+                "\nThe least 2 workers / 1 worker can be on this machine's {} cores is {}: the 1-worker run's CPU time (job and broker) spread over every core for its whole run, over its wall time (median run's figures).",
+                self.machine.cores,
+                format_ratio(bound),
+            );
         }
         let _ = writeln!(
             out,
@@ -516,6 +581,7 @@ mod tests {
             wall_seconds,
             peak_rss_bytes,
             floor_rss_bytes: 0,
+            cpu_seconds: wall_seconds,
         };
         RebuildRun {
             kind,
@@ -524,6 +590,7 @@ mod tests {
             pairs_written,
             state: None,
             walls: Vec::new(),
+            broker_cpu_seconds: Some(wall_seconds / 10.0),
         }
     }
 
@@ -555,6 +622,20 @@ mod tests {
         assert_eq!(restart.process.wall_seconds, 35.0);
         assert_eq!(restart.members[0].wall_seconds, 35.0, "the median round's processes");
         assert_eq!(restart.pairs_written, Some(3), "one round that wrote is enough to fail");
+    }
+
+    #[test]
+    fn the_two_worker_bound_spreads_the_one_worker_cpu_over_every_core() {
+        let mut one = run(RunKind::Rebuild, 30.0, 100, Some(1));
+        one.process.cpu_seconds = 32.0;
+        one.broker_cpu_seconds = Some(2.0);
+        let two = run(RunKind::TwoWorkers, 20.0, 100, Some(1));
+        let ratios = ratios(&[one.clone(), two], 10, 2);
+        assert_eq!(ratios.two_workers_bound, Some(34.0 / 60.0));
+        assert_eq!(ratios.two_workers_vs_one.map(|(wall, _)| wall), Some(20.0 / 30.0));
+        one.broker_cpu_seconds = None;
+        assert_eq!(super::ratios(&[one], 10, 4).two_workers_bound, Some(32.0 / 120.0));
+        assert_eq!(super::ratios(&[], 10, 2).two_workers_bound, None);
     }
 
     #[test]
