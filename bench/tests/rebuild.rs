@@ -97,12 +97,27 @@ fn the_rebuild_bench_measures_every_run_and_their_outputs_agree() {
     let kinds: Vec<RunKind> = report.runs.iter().map(|run| run.kind).collect();
     use RunKind::*;
     assert_eq!(kinds, [Floor, Rebuild, QuietRestart, TwoWorkers, TwoProcesses]);
+    // The broker's CPU time is counted when it runs here (as scripts/kafka.sh starts it).
+    let local_broker = bench::broker_cpu::LocalBroker::find().is_some();
     for run in &report.runs {
         assert!(
-            run.process.wall_seconds > 0.0 && run.process.peak_rss_bytes > 0,
+            run.process.wall_seconds > 0.0 && run.process.peak_rss_bytes > 0 && run.process.cpu_seconds > 0.0,
             "{run:?}"
         );
+        assert_eq!(run.broker_cpu_seconds.is_some(), local_broker, "{run:?}");
     }
+    let cluster_cpu: f64 = report
+        .run(TwoProcesses)
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| m.cpu_seconds)
+        .sum();
+    assert_eq!(report.run(TwoProcesses).unwrap().process.cpu_seconds, cluster_cpu);
+    // Nothing uses more than every core for the whole run.
+    let bound = report.ratios.two_workers_bound.expect("the 1-worker run was made");
+    assert!(bound > 0.0 && bound <= 1.05, "{bound}");
+    assert!(table.contains("cores busy") && table.contains("The least 2 workers / 1 worker"));
     assert_eq!(report.run(TwoProcesses).unwrap().members.len(), 2);
     assert_eq!(report.quiet_restart_writes, 0);
     assert_eq!(report.run(QuietRestart).unwrap().pairs_written, Some(0));
