@@ -39,10 +39,11 @@ use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable}
 /// A pair's totals: (eligible products, eligible stock); (0, 0) for a pair that does not exist.
 pub type PairTotals = (isize, isize);
 
-/// At most this many pairs of a rebuild's snapshot leave in one activation: the snapshot
-/// is the whole state (millions of pairs), and what is given waits in the channel until
-/// the reconcile downstream runs, so it goes out in slices, one per step of the worker.
-const SNAPSHOT_SLICE: usize = if cfg!(test) { 64 } else { 1 << 18 };
+/// The pairs of this many of the table's slots (half to seven eighths of them full) leave
+/// in one activation: the snapshot is the whole state (millions of pairs), and what is given
+/// waits in the channel until the reconcile downstream runs, so it goes out in slices, one
+/// per step of the worker.
+const SNAPSHOT_SLOTS: usize = if cfg!(test) { 64 } else { 1 << 18 };
 
 /// Builds the operator; `campaigns` must reach every worker whole (broadcast).
 pub fn pair_totals<'scope>(
@@ -124,30 +125,30 @@ pub fn pair_totals<'scope>(
 
 /// A rebuild's totals at `quiet_until`, given as changes from nothing, a slice at a time.
 ///
-/// The totals do not change while it is given (later times wait for it), so the table's
-/// iteration order is fixed and slice `i` is its pairs `i * SNAPSHOT_SLICE..`.
+/// The totals do not change while it is given (later times wait for it), so every pair
+/// stays in its slot and slice `i` is the pairs of slots `i * SNAPSHOT_SLOTS..`.
 struct Snapshot {
     capability: Capability<Time>,
-    given: usize,
+    next_slot: usize,
 }
 
 impl Snapshot {
     fn new(capability: Capability<Time>) -> Self {
-        Snapshot { capability, given: 0 }
+        Snapshot {
+            capability,
+            next_slot: 0,
+        }
     }
 
     /// The next slice, and whether it is the last.
     fn next_slice<'a>(&mut self, totals: &'a Totals) -> (impl Iterator<Item = PairChange> + 'a, bool) {
-        let (start, time) = (self.given, *self.capability.time());
-        self.given += SNAPSHOT_SLICE;
-        // Skipping walks the table's control bytes only, not its entries.
+        let (start, time) = (self.next_slot, *self.capability.time());
+        self.next_slot += SNAPSHOT_SLOTS;
         let changes = totals
             .pairs
-            .iter()
-            .skip(start)
-            .take(SNAPSHOT_SLICE)
+            .in_slots(start..self.next_slot)
             .map(move |entry| totals.snapshot_change(entry, time));
-        (changes, self.given >= totals.pairs.len())
+        (changes, self.next_slot >= totals.pairs.slots())
     }
 }
 

@@ -7,6 +7,7 @@
 //! entry is 24.
 
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -182,6 +183,18 @@ impl PairTable {
         self.pairs.iter()
     }
 
+    /// How many slots the table has: each is empty or holds one pair, and a pair stays in
+    /// its slot while the table does not change, so a walk over the slots can stop and go
+    /// on from an index (where `iter().skip(n)` would walk the first `n` again).
+    pub fn slots(&self) -> usize {
+        self.pairs.num_buckets()
+    }
+
+    /// The pairs in the slots `range` (slots past the end hold none).
+    pub fn in_slots(&self, range: Range<usize>) -> impl Iterator<Item = &PairEntry> + '_ {
+        range.filter_map(|slot| self.pairs.get_bucket(slot))
+    }
+
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut PairEntry> + '_ {
         self.pairs.iter_mut()
     }
@@ -245,5 +258,35 @@ mod tests {
         assert_eq!((huge.products, huge.stock), (i32::MAX, i64::MAX));
         assert_eq!(table.drain().count(), 1_999);
         assert!(table.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Walking the slots a slice at a time meets every pair once, whatever the slices.
+        #[test]
+        fn slices_of_slots_meet_every_pair_once(
+            sellers in proptest::collection::vec(0u64..500, 0..400),
+            removed in proptest::collection::vec(0u64..500, 0..100),
+            width in 1usize..100,
+        ) {
+            let campaign = CampaignHandles::default().handle(1);
+            let mut table = PairTable::default();
+            for &seller in &sellers {
+                table.insert(PairEntry::held(campaign, seller, PairFigures { eligible_products: 1, eligible_stock: seller }));
+            }
+            for &seller in &removed {
+                table.remove(campaign, seller);
+            }
+            let mut met = Vec::new();
+            let mut start = 0;
+            while start < table.slots() {
+                met.extend(table.in_slots(start..start + width).map(|entry| entry.seller));
+                start += width;
+            }
+            let mut expected: Vec<u64> = table.iter().map(|entry| entry.seller).collect();
+            expected.sort_unstable();
+            met.sort_unstable();
+            proptest::prop_assert_eq!(met, expected);
+            proptest::prop_assert_eq!(table.in_slots(table.slots()..table.slots() + width).count(), 0);
+        }
     }
 }
