@@ -113,7 +113,12 @@ fn the_rebuild_bench_measures_every_run_and_their_outputs_agree() {
         .iter()
         .map(|m| m.cpu_seconds)
         .sum();
-    assert_eq!(report.run(TwoProcesses).unwrap().process.cpu_seconds, cluster_cpu);
+    // Equal up to the order the two members' seconds were added in.
+    let summed = report.run(TwoProcesses).unwrap().process.cpu_seconds;
+    assert!(
+        (summed - cluster_cpu).abs() <= 1e-9 * cluster_cpu,
+        "{summed} != {cluster_cpu}"
+    );
     // Nothing uses more than every core for the whole run.
     let bound = report.ratios.two_workers_bound.expect("the 1-worker run was made");
     assert!(bound > 0.0 && bound <= 1.05, "{bound}");
