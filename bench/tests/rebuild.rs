@@ -113,7 +113,8 @@ fn the_rebuild_bench_measures_every_run_and_their_outputs_agree() {
         .iter()
         .map(|m| m.cpu_seconds)
         .sum();
-    // Equal up to the order the two members' seconds were added in.
+    // Equal up to the last bit: the test reads each figure back from the JSON report on its
+    // own, and serde_json parses floats to within an ulp unless `float_roundtrip` is on.
     let summed = report.run(TwoProcesses).unwrap().process.cpu_seconds;
     assert!(
         (summed - cluster_cpu).abs() <= 1e-9 * cluster_cpu,
