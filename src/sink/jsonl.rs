@@ -121,7 +121,7 @@ impl JsonlWriter {
 /// Appends `change`'s line to `line`: byte for byte what `serde_json` writes for the line's
 /// fields in order, but without a `String` for the id and a serializer per line (a rebuild
 /// into an empty sink writes every pair: millions of lines).
-fn push_change_line(change: &PairChange, campaign: &mut Vec<u8>, line: &mut Vec<u8>) {
+pub(crate) fn push_change_line(change: &PairChange, campaign: &mut Vec<u8>, line: &mut Vec<u8>) {
     let mut number = itoa::Buffer::new();
     campaign.clear();
     serde_json::to_writer(&mut *campaign, &change.pair.campaign_id).expect("a string always serializes");

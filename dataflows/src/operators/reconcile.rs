@@ -26,7 +26,7 @@ use timely::dataflow::operators::{Concat, Exchange as _, Operator};
 use timely::dataflow::Stream;
 
 use crate::hashing::{pair_route, FastMap};
-use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, Tag, Time};
+use crate::model::{tag_of, CampaignId, PairChange, PairFigures, PairKey, SellerId, Tag, Time};
 use crate::operators::eligible_pairs::PairTag;
 use crate::state::pairs::{CampaignHandles, PairCount, PairEntry, PairTable};
 
@@ -56,15 +56,25 @@ impl Held {
 
     /// Holds `pair` with `figures`.
     pub fn push(&mut self, (pair, figures): (PairKey, PairFigures)) {
-        let PairKey { seller_id, campaign_id } = pair;
-        let campaign = self.campaigns.name(tag_of(&campaign_id), || campaign_id);
+        self.hold(&pair.campaign_id, pair.seller_id, figures);
+    }
+
+    /// Holds the pair of `campaign_id` and `seller_id` with `figures`; the id is copied
+    /// only on its campaign's first pair (a log read back holds millions of pairs).
+    pub fn hold(&mut self, campaign_id: &str, seller_id: SellerId, figures: PairFigures) {
+        let campaign = self.campaigns.name(tag_of(campaign_id), || campaign_id.to_owned());
         self.pairs.insert(PairEntry::held(campaign, seller_id, figures));
     }
 
     /// No longer holds `pair` (a delete read back from a log).
     pub fn remove(&mut self, pair: &PairKey) {
-        if let Some(campaign) = self.campaigns.get(tag_of(&pair.campaign_id)) {
-            self.pairs.remove(campaign, pair.seller_id);
+        self.release(&pair.campaign_id, pair.seller_id);
+    }
+
+    /// No longer holds the pair of `campaign_id` and `seller_id`.
+    pub fn release(&mut self, campaign_id: &str, seller_id: SellerId) {
+        if let Some(campaign) = self.campaigns.get(tag_of(campaign_id)) {
+            self.pairs.remove(campaign, seller_id);
         }
     }
 

@@ -1,48 +1,29 @@
-//! Reading a JSONL change log back: for the demo, the tests and anyone checking a run.
+//! Reading a JSONL change log back: what a restart into it holds, and every change for the
+//! demo, the tests and anyone checking a run.
 
 use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::Path;
 
-use anyhow::{bail, Context};
-use dataflows::model::{PairChange, PairFigures, PairKey, Time};
+use anyhow::Context;
+use dataflows::model::{PairChange, PairFigures, PairKey};
 use dataflows::reference::PairState;
 
 use crate::sink::contract::HeldPairs;
-use serde::Deserialize;
 
-#[derive(Deserialize)]
-struct ChangeLine {
-    op: String,
-    id: String,
-    campaign_id: String,
-    seller_id: u64,
-    eligible_products: Option<u64>,
-    eligible_stock: Option<u64>,
-    time: Time,
-}
+mod line;
+
+pub use line::{parse_line, ChangeRef};
 
 /// Parses one change line; `previous` is left empty, as the log does not carry it.
 pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
-    let line: ChangeLine = serde_json::from_str(line).with_context(|| format!("not a change line: {line}"))?;
-    let pair = PairKey {
-        campaign_id: line.campaign_id,
-        seller_id: line.seller_id,
-    };
-    if line.id != pair.document_id() {
-        bail!("id {} does not match campaign_id:seller_id", line.id);
-    }
-    let figures = match (line.op.as_str(), line.eligible_products, line.eligible_stock) {
-        ("upsert", Some(eligible_products), Some(eligible_stock)) => Some(PairFigures {
-            eligible_products,
-            eligible_stock,
-        }),
-        ("delete", None, None) => None,
-        _ => bail!("change line {} has op {:?} and inconsistent figures", line.id, line.op),
-    };
+    let change = parse_line(line)?;
     Ok(PairChange {
-        time: line.time,
-        pair,
-        figures,
+        time: change.time,
+        pair: PairKey {
+            campaign_id: change.campaign_id.into_owned(),
+            seller_id: change.seller_id,
+        },
+        figures: change.figures,
         previous: None,
     })
 }
@@ -105,17 +86,26 @@ pub fn fold_log(path: &Path) -> anyhow::Result<HeldPairs> {
         Err(error) => return Err(error).with_context(|| format!("cannot open {}", path.display())),
     };
     let mut state = HeldPairs::new();
-    let reader = std::io::BufReader::with_capacity(1 << 20, file);
-    for line in reader.split(b'\n') {
-        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
-        if line.is_empty() {
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    // One buffer for every line, and the campaign id borrowed from it: no allocation per line.
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if read == 0 {
+            break;
+        }
+        let bytes = line.strip_suffix(b"\n").unwrap_or(&line);
+        if bytes.is_empty() {
             continue;
         }
-        let text = std::str::from_utf8(&line).with_context(|| format!("{} is not UTF-8", path.display()))?;
-        let change = parse_change(text)?;
+        let text = std::str::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
+        let change = parse_line(text)?;
         match change.figures {
-            Some(figures) => state.push((change.pair, figures)),
-            None => state.remove(&change.pair),
+            Some(figures) => state.hold(&change.campaign_id, change.seller_id, figures),
+            None => state.release(&change.campaign_id, change.seller_id),
         }
     }
     Ok(state)
