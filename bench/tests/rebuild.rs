@@ -93,10 +93,20 @@ fn the_rebuild_bench_measures_every_run_and_their_outputs_agree() {
     );
     assert!(floor.products > 2_900 && floor.categories > 0, "{floor:?}");
 
-    // Every run was measured; the quiet restart wrote nothing; the others wrote every pair.
+    // Every run was measured; the quiet restarts wrote nothing; the others wrote every pair.
     let kinds: Vec<RunKind> = report.runs.iter().map(|run| run.kind).collect();
     use RunKind::*;
-    assert_eq!(kinds, [Floor, Rebuild, QuietRestart, TwoWorkers, TwoProcesses]);
+    assert_eq!(
+        kinds,
+        [
+            Floor,
+            Rebuild,
+            QuietRestart,
+            TwoWorkers,
+            QuietRestartTwoWorkers,
+            TwoProcesses
+        ]
+    );
     // The broker's CPU time is counted when it runs here (as scripts/kafka.sh starts it).
     let local_broker = bench::broker_cpu::LocalBroker::find().is_some();
     for run in &report.runs {
@@ -126,7 +136,11 @@ fn the_rebuild_bench_measures_every_run_and_their_outputs_agree() {
     assert!(table.contains("cores busy") && table.contains("The least 2 workers / 1 worker"));
     assert_eq!(report.run(TwoProcesses).unwrap().members.len(), 2);
     assert_eq!(report.quiet_restart_writes, 0);
-    assert_eq!(report.run(QuietRestart).unwrap().pairs_written, Some(0));
+    for kind in [QuietRestart, QuietRestartTwoWorkers] {
+        assert_eq!(report.run(kind).unwrap().pairs_written, Some(0), "{kind:?}");
+    }
+    assert!(report.ratios.restart_two_workers_vs_one.is_some());
+    assert!(table.contains("quiet restart, 2 workers / 1 worker"));
     assert!(report.outputs_agree);
     let pairs = report.run(Rebuild).unwrap().state.unwrap().pairs;
     for kind in [Rebuild, TwoWorkers, TwoProcesses] {

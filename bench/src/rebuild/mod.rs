@@ -5,10 +5,11 @@
 //! 2. the job, 1 worker, into an empty JSONL sink (the rebuild writes every pair);
 //! 3. the job again into that now-exact sink (the quiet restart: must write nothing);
 //! 4. the job, 2 workers in one process, into an empty sink;
-//! 5. the job, 2 processes of 1 worker, into an empty sink.
+//! 5. the job, 2 workers, again into that sink (a deploy's restart: must write nothing);
+//! 6. the job, 2 processes of 1 worker, into an empty sink.
 //!
-//! The final pairs of 2, 4 and 5 must be equal and 3 must write none, or the run fails
-//! (after printing its table). With `rounds` above one, the five runs repeat in that order
+//! The final pairs of 2, 4 and 6 must be equal and 3 and 5 must write none, or the run fails
+//! (after printing its table). With `rounds` above one, the six runs repeat in that order
 //! round after round (so a slow spell of the machine falls on every kind alike), and each
 //! kind reports its median wall time and its highest peak.
 //!
@@ -75,6 +76,7 @@ pub enum RunKind {
     Rebuild,
     QuietRestart,
     TwoWorkers,
+    QuietRestartTwoWorkers,
     TwoProcesses,
 }
 
@@ -85,8 +87,14 @@ impl RunKind {
             RunKind::Rebuild => "job, 1 worker, into an empty sink",
             RunKind::QuietRestart => "job, 1 worker, restart into the exact sink",
             RunKind::TwoWorkers => "job, 2 workers, into an empty sink",
+            RunKind::QuietRestartTwoWorkers => "job, 2 workers, restart into the exact sink",
             RunKind::TwoProcesses => "job, 2 processes × 1 worker, into an empty sink",
         }
+    }
+
+    /// A restart into the sink a rebuild has just made exact: it must write nothing.
+    pub fn is_quiet_restart(self) -> bool {
+        matches!(self, RunKind::QuietRestart | RunKind::QuietRestartTwoWorkers)
     }
 }
 
@@ -124,11 +132,16 @@ pub struct Ratios {
     pub restart_vs_floor: Option<(f64, f64)>,
     /// 2 workers over 1 worker, both into an empty sink.
     pub two_workers_vs_one: Option<(f64, f64)>,
+    /// 2 workers over 1 worker, both restarting into the exact sink.
+    #[serde(default)]
+    pub restart_two_workers_vs_one: Option<(f64, f64)>,
     /// 2 processes of 1 worker over 1 process of 2 workers (peak: summed over processes).
     pub two_processes_vs_two_workers: Option<(f64, f64)>,
     /// Peak RSS over the products the floor kept.
     pub rebuild_bytes_per_product: Option<f64>,
     pub restart_bytes_per_product: Option<f64>,
+    #[serde(default)]
+    pub restart_two_workers_bytes_per_product: Option<f64>,
     /// The least `two_workers_vs_one` can be on this machine: the 1-worker run's CPU time
     /// (job and local broker) spread over every core for its whole wall time, over that
     /// wall time. Two workers do at least the one worker's work, and no more cores exist.
@@ -203,7 +216,7 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
     let mut states = Vec::new();
     for (run, dir) in runs
         .iter_mut()
-        .filter(|run| run.kind != RunKind::Floor && run.kind != RunKind::QuietRestart)
+        .filter(|run| run.kind != RunKind::Floor && !run.kind.is_quiet_restart())
         .zip(&dirs)
     {
         let state = job::fold(&dir.changes)?;
@@ -211,15 +224,15 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
         states.push((run.kind, state));
     }
     let rebuilt = states.first().map(|(_, state)| *state);
-    if let Some(restart) = runs.iter_mut().find(|run| run.kind == RunKind::QuietRestart) {
+    for restart in runs.iter_mut().filter(|run| run.kind.is_quiet_restart()) {
         restart.state = rebuilt;
     }
     let outputs_agree = states.windows(2).all(|pair| pair[0].1 == pair[1].1);
     let quiet_restart_writes = runs
         .iter()
-        .find(|run| run.kind == RunKind::QuietRestart)
-        .and_then(|run| run.pairs_written)
-        .unwrap_or(0);
+        .filter(|run| run.kind.is_quiet_restart())
+        .filter_map(|run| run.pairs_written)
+        .sum();
     let mut failure = None;
     if !outputs_agree {
         failure = Some(format!(
@@ -227,7 +240,7 @@ pub fn run(options: &RebuildOptions) -> anyhow::Result<(RebuildReport, Option<St
         ));
     } else if quiet_restart_writes > 0 {
         failure = Some(format!(
-            "the quiet restart wrote {quiet_restart_writes} pairs into a sink that held them all"
+            "the quiet restarts wrote {quiet_restart_writes} pairs into sinks that held them all"
         ));
     } else if rebuilt.is_none_or(|state| state.pairs == 0) {
         failure = Some("the rebuild wrote no pairs".into());
@@ -285,6 +298,13 @@ fn run_round(
     runs.push(run_job(options, &one, RunKind::QuietRestart, &workers(1), broker)?);
     let two = JobDir::create(options.dir.join("two-workers"), &options.brokers, topics)?;
     runs.push(run_job(options, &two, RunKind::TwoWorkers, &workers(2), broker)?);
+    runs.push(run_job(
+        options,
+        &two,
+        RunKind::QuietRestartTwoWorkers,
+        &workers(2),
+        broker,
+    )?);
     let mut dirs = vec![one, two];
     if options.processes {
         let cluster = JobDir::create(options.dir.join("two-processes"), &options.brokers, topics)?;
@@ -399,9 +419,11 @@ fn ratios(runs: &[RebuildRun], products: u64, cores: usize) -> Ratios {
         rebuild_vs_floor: versus(RunKind::Rebuild, RunKind::Floor),
         restart_vs_floor: versus(RunKind::QuietRestart, RunKind::Floor),
         two_workers_vs_one: versus(RunKind::TwoWorkers, RunKind::Rebuild),
+        restart_two_workers_vs_one: versus(RunKind::QuietRestartTwoWorkers, RunKind::QuietRestart),
         two_processes_vs_two_workers: versus(RunKind::TwoProcesses, RunKind::TwoWorkers),
         rebuild_bytes_per_product: per_product(RunKind::Rebuild),
         restart_bytes_per_product: per_product(RunKind::QuietRestart),
+        restart_two_workers_bytes_per_product: per_product(RunKind::QuietRestartTwoWorkers),
         two_workers_bound: runs
             .iter()
             .find(|run| run.kind == RunKind::Rebuild)
@@ -421,6 +443,7 @@ impl RebuildReport {
             RunKind::Rebuild => "rebuild",
             RunKind::QuietRestart => "quiet restart",
             RunKind::TwoWorkers => "2 workers",
+            RunKind::QuietRestartTwoWorkers => "quiet restart, 2 workers",
             RunKind::TwoProcesses => "2 processes",
         };
         let groups: Vec<crate::plot::BarGroup> = self
@@ -510,6 +533,11 @@ impl RebuildReport {
             ("quiet restart / floor", ratios.restart_vs_floor, 2.0),
             ("2 workers / 1 worker", ratios.two_workers_vs_one, 0.6),
             (
+                "quiet restart, 2 workers / 1 worker",
+                ratios.restart_two_workers_vs_one,
+                0.6,
+            ),
+            (
                 "2 processes × 1 / 1 process × 2",
                 ratios.two_processes_vs_two_workers,
                 1.15,
@@ -528,6 +556,10 @@ impl RebuildReport {
         for (label, bytes) in [
             ("peak RSS per product, rebuild", ratios.rebuild_bytes_per_product),
             ("peak RSS per product, quiet restart", ratios.restart_bytes_per_product),
+            (
+                "peak RSS per product, quiet restart, 2 workers",
+                ratios.restart_two_workers_bytes_per_product,
+            ),
         ] {
             let Some(bytes) = bytes else { continue };
             let _ = writeln!(out, "| {label} | | {bytes:.0} B | ≤ 200 B: {} |", met(bytes <= 200.0));
@@ -542,7 +574,7 @@ impl RebuildReport {
         }
         let _ = writeln!(
             out,
-            "\nOutputs: the runs into an empty sink {}; the quiet restart wrote {} pairs.",
+            "\nOutputs: the runs into an empty sink {}; the quiet restarts wrote {} pairs.",
             if self.outputs_agree {
                 "ended with the same pairs"
             } else {
@@ -636,6 +668,21 @@ mod tests {
         one.broker_cpu_seconds = None;
         assert_eq!(super::ratios(&[one], 10, 4).two_workers_bound, Some(32.0 / 120.0));
         assert_eq!(super::ratios(&[], 10, 2).two_workers_bound, None);
+    }
+
+    #[test]
+    fn two_workers_restarting_are_compared_with_one_restarting_not_with_a_rebuild() {
+        let runs = [
+            run(RunKind::Rebuild, 30.0, 100, Some(1)),
+            run(RunKind::QuietRestart, 28.0, 190, Some(0)),
+            run(RunKind::TwoWorkers, 20.0, 180, Some(1)),
+            run(RunKind::QuietRestartTwoWorkers, 21.0, 210, Some(0)),
+        ];
+        let ratios = ratios(&runs, 10, 2);
+        assert_eq!(ratios.restart_two_workers_vs_one, Some((21.0 / 28.0, 210.0 / 190.0)));
+        assert_eq!(ratios.restart_two_workers_bytes_per_product, Some(21.0));
+        assert_eq!(ratios.two_workers_vs_one, Some((20.0 / 30.0, 180.0 / 100.0)));
+        assert!(RunKind::QuietRestartTwoWorkers.is_quiet_restart() && !RunKind::TwoWorkers.is_quiet_restart());
     }
 
     #[test]
