@@ -12,7 +12,7 @@ use crate::sink::contract::HeldPairs;
 
 mod line;
 
-pub use line::{parse_line, ChangeRef};
+use line::parse_line;
 
 /// Parses one change line; `previous` is left empty, as the log does not carry it.
 pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
