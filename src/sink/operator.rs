@@ -51,7 +51,7 @@ pub trait SinkOperator<'scope, R> {
 
 impl<'scope, R> SinkOperator<'scope, R> for Stream<'scope, Time, Vec<R>>
 where
-    R: Ord + Serialize + DeserializeOwned + 'static,
+    R: Ord + Serialize + DeserializeOwned + Send + 'static,
 {
     fn sink_into<P>(
         self,

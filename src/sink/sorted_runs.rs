@@ -7,7 +7,10 @@
 //! worker left the others idle for seconds. So each worker sorts its records of a time in
 //! runs of [`RUN_LEN`] as they arrive ([`RunBuilder`]), each run encoded (bincode,
 //! variable-length integers: ~35 bytes a pair), and the writing worker keeps a completed
-//! time's runs ([`TimeRuns`]) and merges them, giving the sink a slice at a time.
+//! time's runs ([`TimeRuns`]) and merges them, giving the sink a slice at a time; a large
+//! time is merged on a thread of its own while the sink encodes what is already merged.
+
+use std::sync::mpsc;
 
 use bincode::Options;
 use serde::de::DeserializeOwned;
@@ -18,6 +21,14 @@ const RUN_LEN: usize = if cfg!(test) { 16 } else { 1 << 18 };
 
 /// At most this many records are given to the sink in one call.
 const SLICE_LEN: usize = if cfg!(test) { 10 } else { 1 << 16 };
+
+/// A time with at least this many records is merged on a thread of its own; a smaller one
+/// (a live time: a few pairs) on the sink's worker, sparing it a thread's start.
+const MERGE_AHEAD_MIN: usize = if cfg!(test) { 50 } else { 1 << 20 };
+
+/// How many merged slices may wait for the sink: enough to keep both sides busy, few
+/// enough that the records waiting stay a few megabytes.
+const SLICES_AHEAD: usize = 4;
 
 fn encoding() -> impl Options {
     bincode::DefaultOptions::new()
@@ -104,37 +115,100 @@ impl TimeRuns {
 
     /// Gives every record, sorted, in slices of at most [`SLICE_LEN`] to `give`, and stops
     /// at its first error.
+    ///
+    /// A large time (a rebuild's end: every pair) is merged on a thread of its own while
+    /// `give` takes the slices already merged: decoding and merging the runs and the sink's
+    /// encoding of the records were one serial stretch of seconds on one core.
     pub fn drain_sorted<R, E>(self, mut give: impl FnMut(&[R]) -> Result<(), E>) -> Result<(), E>
     where
-        R: Ord + DeserializeOwned,
+        R: Ord + DeserializeOwned + Send,
     {
-        let mut cursors: Vec<(&[u8], usize)> = self.runs.iter().map(|run| (&run.bytes[..], run.len)).collect();
-        let mut next = |run: usize| -> Option<R> {
-            let (bytes, left) = &mut cursors[run];
-            if *left == 0 {
-                return None;
+        let len = self.len();
+        if len < MERGE_AHEAD_MIN {
+            return merge_here(&self.runs, len, give);
+        }
+        let runs = &self.runs;
+        std::thread::scope(|scope| {
+            let (merged, merged_slices) = mpsc::sync_channel::<Vec<R>>(SLICES_AHEAD);
+            let (emptied, emptied_slices) = mpsc::channel::<Vec<R>>();
+            let merger = std::thread::Builder::new()
+                .name("sink-merge".into())
+                .spawn_scoped(scope, move || {
+                    merge(runs, len, |slice| {
+                        merged.send(slice).ok()?;
+                        // A slice back from the sink's side, or a new one while none is.
+                        Some(emptied_slices.try_recv().unwrap_or_default())
+                    })
+                });
+            if merger.is_err() {
+                // No thread to be had: merge here, as a small time does.
+                return merge_here(runs, len, give);
             }
-            *left -= 1;
-            Some(
-                encoding()
-                    .deserialize_from(bytes)
-                    .expect("a run decodes what it encoded"),
-            )
-        };
-        let heads: Vec<Option<R>> = (0..self.runs.len()).map(&mut next).collect();
-        let mut tree = LoserTree::new(heads);
-        let mut slice = Vec::with_capacity(SLICE_LEN.min(self.len()));
-        while let Some(record) = tree.replace_winner(&mut next) {
-            slice.push(record);
-            if slice.len() == SLICE_LEN {
+            // Dropping the receiver on an error stops the merger at its next slice.
+            for mut slice in merged_slices {
                 give(&slice)?;
                 slice.clear();
+                let _ = emptied.send(slice);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Merges `runs` on this thread, giving each slice to `give` until its first error.
+fn merge_here<R: Ord + DeserializeOwned, E>(
+    runs: &[SortedRun],
+    len: usize,
+    mut give: impl FnMut(&[R]) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut outcome = Ok(());
+    merge(runs, len, |mut slice| match give(&slice) {
+        Ok(()) => {
+            slice.clear();
+            Some(slice)
+        }
+        Err(error) => {
+            outcome = Err(error);
+            None
+        }
+    });
+    outcome
+}
+
+/// Merges `runs` (holding `len` records) into slices of at most [`SLICE_LEN`], handing each
+/// full slice to `full`, which gives back an empty vector to fill next or `None` to stop.
+fn merge<R: Ord + DeserializeOwned>(runs: &[SortedRun], len: usize, mut full: impl FnMut(Vec<R>) -> Option<Vec<R>>) {
+    let mut cursors: Vec<(&[u8], usize)> = runs.iter().map(|run| (&run.bytes[..], run.len)).collect();
+    let mut next = |run: usize| -> Option<R> {
+        let (bytes, left) = &mut cursors[run];
+        if *left == 0 {
+            return None;
+        }
+        *left -= 1;
+        Some(
+            encoding()
+                .deserialize_from(bytes)
+                .expect("a run decodes what it encoded"),
+        )
+    };
+    let heads: Vec<Option<R>> = (0..runs.len()).map(&mut next).collect();
+    let mut tree = LoserTree::new(heads);
+    let capacity = SLICE_LEN.min(len);
+    let mut slice = Vec::with_capacity(capacity);
+    while let Some(record) = tree.replace_winner(&mut next) {
+        if slice.capacity() == 0 {
+            slice.reserve_exact(capacity);
+        }
+        slice.push(record);
+        if slice.len() == SLICE_LEN {
+            match full(slice) {
+                Some(empty) => slice = empty,
+                None => return,
             }
         }
-        if !slice.is_empty() {
-            give(&slice)?;
-        }
-        Ok(())
+    }
+    if !slice.is_empty() {
+        full(slice);
     }
 }
 
@@ -283,27 +357,46 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_first_error_stops_the_giving() {
+    /// `records` records, descending, as one worker's runs; the first slice at or above
+    /// `failing` fails: what `drain_sorted` returns, and how many slices it gave.
+    fn drain_until_error(records: u32, failing: u32) -> (Result<(), u32>, usize) {
         let mut builder = RunBuilder::default();
         let mut time = TimeRuns::default();
-        if let Some(run) = builder.append(&mut (0..100u32).rev().collect()) {
+        if let Some(run) = builder.append(&mut (0..records).rev().collect()) {
             time.push(run);
         }
         if let Some(run) = builder.finish() {
             time.push(run);
         }
-        assert_eq!(time.len(), 100);
+        assert_eq!(time.len(), records as usize);
         let mut calls = 0;
         let outcome = time.drain_sorted(|slice: &[u32]| {
             calls += 1;
-            if slice[0] >= 20 {
+            if slice[0] >= failing {
                 Err(slice[0])
             } else {
                 Ok(())
             }
         });
-        assert_eq!(outcome, Err(20));
-        assert_eq!(calls, 3);
+        (outcome, calls)
+    }
+
+    #[test]
+    fn the_first_error_stops_the_giving_on_the_merging_thread() {
+        const { assert!(100 >= MERGE_AHEAD_MIN) };
+        assert_eq!(drain_until_error(100, 20), (Err(20), 3));
+    }
+
+    #[test]
+    fn the_first_error_stops_the_giving_of_a_small_time() {
+        const { assert!(40 < MERGE_AHEAD_MIN) };
+        assert_eq!(drain_until_error(40, 20), (Err(20), 3));
+    }
+
+    #[test]
+    fn a_large_time_gives_every_slice_on_the_merging_thread() {
+        let (outcome, calls) = drain_until_error(1000, u32::MAX);
+        assert_eq!(outcome, Ok(()));
+        assert_eq!(calls, 1000usize.div_ceil(SLICE_LEN));
     }
 }
