@@ -1,7 +1,6 @@
 //! The `eligibility` job: command line, sources, sinks, cluster start-up and metrics
 //! around the pure dataflow of the `dataflows` crate.
 
-pub mod allocator;
 pub mod change_log;
 pub mod cli;
 pub mod cluster;

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use crate::allocator::{self, PurgeDelay};
 use crate::cli::RunArgs;
 use crate::cluster::{fingerprint, ClusterOptions};
 use crate::compose::{self, EventLogRun, KafkaRun};
@@ -25,18 +24,6 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Before the workers start: see [`allocator`].
-fn tune_allocator(cluster: &ClusterOptions) {
-    match allocator::tune_for_workers(cluster.workers) {
-        PurgeDelay::Set(ms) => tracing::debug!(ms, workers = cluster.workers, "allocator: purge delay shortened"),
-        PurgeDelay::Unrecognised(value) => tracing::warn!(
-            value,
-            "allocator: the purge delay option did not read mimalloc's default; left as it is"
-        ),
-        PurgeDelay::Kept => {}
-    }
-}
-
 fn progress_every(args: &RunArgs) -> Option<Duration> {
     (args.progress_secs > 0.0).then(|| Duration::from_secs_f64(args.progress_secs))
 }
@@ -51,7 +38,6 @@ fn run_event_log(args: &RunArgs) -> anyhow::Result<()> {
     let cluster = args.cluster.resolve(None, fingerprint)?;
     // Fail on a bad layout before any file is created.
     cluster.timely_config()?;
-    tune_allocator(&cluster);
     let run = EventLogRun {
         input: EventLogInput::Path(input.clone()),
         batch_size: args.batch_size,
@@ -76,7 +62,6 @@ fn run_kafka(args: &RunArgs) -> anyhow::Result<()> {
     let fingerprint = fingerprint(&["kafka", &config_text, &args.from, &args.stop_at_end.to_string()]);
     let cluster = args.cluster.resolve(Some(&config.cluster), fingerprint)?;
     cluster.timely_config()?;
-    tune_allocator(&cluster);
     crate::shutdown::install()?;
     let metrics = Arc::new(Metrics::new());
     if !config.metrics.listen.is_empty() {
