@@ -173,14 +173,16 @@ struct HeldFeeds {
 }
 
 impl HeldFeeds {
-    /// Whether the inputs must not pass `frontier` yet: held pairs are still to come, and
-    /// `frontier` is past the reconcile's time. A quiet rebuild's end starts once the inputs
-    /// pass that time, and its pairs reach the reconcile as they are summed; fed after that,
-    /// the held pairs came in while the end ran (the feed steps the dataflow), and the
-    /// reconcile kept every rebuilt pair that came before the last held one: ~400 MB at 10M
-    /// products, in the runs where reading the log ended after reading the topics.
-    fn hold_back(&self, frontier: Time) -> bool {
-        !self.open.is_empty() && frontier > self.below.saturating_add(1)
+    /// Whether the inputs must not take `staged` (the source's records, in time order) or
+    /// pass `frontier` (its frontier) yet: held pairs are still to come, and those are past
+    /// the reconcile's time. A quiet rebuild's end starts once the inputs pass that time, and
+    /// its pairs reach the reconcile as they are summed; fed after that, the held pairs came
+    /// in while the end ran (the feed steps the dataflow), and the reconcile kept every
+    /// rebuilt pair that came before the last held one: ~400 MB at 10M products, in the runs
+    /// where reading the log ended after reading the topics.
+    fn hold_back(&self, staged: &[SourceRecord], frontier: Time) -> bool {
+        let ahead = || staged.last().map_or(frontier, |record| record.time().max(frontier));
+        !self.open.is_empty() && ahead() > self.below.saturating_add(1)
     }
 
     /// Steps the dataflow until every held pair is fed; the caller keeps its inputs where
@@ -188,7 +190,7 @@ impl HeldFeeds {
     fn wait_until_fed(&mut self, worker: &mut Worker, watch: &mut Watch) -> Result<(), JobError> {
         let frontier = self.below;
         loop {
-            self.poll(worker, frontier, false)?;
+            self.poll(worker, frontier)?;
             if self.open.is_empty() {
                 return Ok(());
             }
@@ -197,15 +199,14 @@ impl HeldFeeds {
         }
     }
 
-    /// Feeds the held pairs read by now (all of them with `wait`), and advances the other
-    /// inputs towards `frontier`.
-    fn poll(&mut self, worker: &mut Worker, frontier: Time, wait: bool) -> Result<(), JobError> {
+    /// Feeds the held pairs read by now, and advances the other inputs towards `frontier`.
+    fn poll(&mut self, worker: &mut Worker, frontier: Time) -> Result<(), JobError> {
         if self.open.is_empty() {
             return Ok(());
         }
         let mut unread = Vec::new();
         for (mut held_in, state) in std::mem::take(&mut self.open) {
-            match state.take(wait)? {
+            match state.take(false)? {
                 Ok(pairs) => {
                     self.pairs.note(pairs.len());
                     for (sent, item) in pairs.into_items().enumerate() {
@@ -445,7 +446,7 @@ pub(super) fn run_worker(
         below: live_from.map_or(Time::MAX, |live_from| live_from.saturating_sub(1)),
         pairs: held_pairs.clone(),
     };
-    held.poll(worker, 0, false)?;
+    held.poll(worker, 0)?;
 
     let mut watch = Watch {
         probe,
@@ -471,13 +472,7 @@ pub(super) fn run_worker(
         }
         source.acknowledged(watch.acknowledged());
         let status = source.poll(&mut staged, BUDGET)?;
-        let ahead = staged
-            .iter()
-            .map(SourceRecord::time)
-            .max()
-            .unwrap_or(0)
-            .max(source.frontier());
-        if held.hold_back(ahead) {
+        if held.hold_back(&staged, source.frontier()) {
             held.wait_until_fed(worker, &mut watch)?;
         }
         let idle = staged.is_empty();
@@ -493,20 +488,19 @@ pub(super) fn run_worker(
             break;
         }
         inputs.advance_to(source.frontier());
-        held.poll(worker, source.frontier(), false)?;
+        held.poll(worker, source.frontier())?;
         let floor = source.backpressure_floor();
         while watch.probe.less_than(&floor) {
             worker.step_or_park(Some(Duration::from_millis(1)));
             watch.after_step()?;
             // The reconcile at the first live time waits for the held pairs.
-            held.poll(worker, source.frontier(), false)?;
+            held.poll(worker, source.frontier())?;
         }
         worker.step_or_park(Some(if idle { source.idle_wait() } else { Duration::ZERO }));
     }
     // Closing passes the reconcile's time: the held pairs go in first (see `hold_back`).
     held.wait_until_fed(worker, &mut watch)?;
     inputs.close();
-    held.poll(worker, Time::MAX, true)?;
     while !watch.probe.done() {
         worker.step_or_park(Some(Duration::from_millis(1)));
         watch.after_step()?;
