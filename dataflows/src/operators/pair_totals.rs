@@ -27,14 +27,12 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
 
-use hashbrown::hash_table::Entry;
-
 use crate::eligibility::QuietRebuild;
 use crate::hashing::{pair_route, FastMap};
 use crate::model::{tag_of, Campaign, CampaignId, PairChange, PairFigures, PairKey, SellerId, Time};
 use crate::operators::eligible_pairs::{Contribution, PairTag};
 use crate::operators::upsert::Upsert;
-use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable};
+use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairSlot, PairTable};
 
 /// A pair's totals: (eligible products, eligible stock); (0, 0) for a pair that does not exist.
 pub type PairTotals = (isize, isize);
@@ -180,7 +178,7 @@ impl Totals {
         let campaign = self.campaigns.handle(tag);
         let products = i32::try_from(products).expect("fewer than 2³¹ products per pair");
         let (old, new) = match self.pairs.entry(campaign, seller) {
-            Entry::Occupied(mut held) => {
+            PairSlot::Occupied(mut held) => {
                 let old = totals(held.get());
                 let sums = held.get_mut();
                 sums.products += products;
@@ -191,7 +189,7 @@ impl Totals {
                 }
                 (old, new)
             }
-            Entry::Vacant(vacant) => {
+            PairSlot::Vacant(vacant) => {
                 let new = PairEntry {
                     seller,
                     stock,
