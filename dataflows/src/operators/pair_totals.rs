@@ -27,12 +27,14 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
 
+use hashbrown::hash_table::Entry;
+
 use crate::eligibility::QuietRebuild;
 use crate::hashing::{pair_route, FastMap};
 use crate::model::{tag_of, Campaign, CampaignId, PairChange, PairFigures, PairKey, SellerId, Time};
 use crate::operators::eligible_pairs::{Contribution, PairTag};
 use crate::operators::upsert::Upsert;
-use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairSlot, PairTable};
+use crate::state::pairs::{CampaignHandle, CampaignHandles, PairEntry, PairTable};
 
 /// A pair's totals: (eligible products, eligible stock); (0, 0) for a pair that does not exist.
 pub type PairTotals = (isize, isize);
@@ -178,7 +180,7 @@ impl Totals {
         let campaign = self.campaigns.handle(tag);
         let products = i32::try_from(products).expect("fewer than 2³¹ products per pair");
         let (old, new) = match self.pairs.entry(campaign, seller) {
-            PairSlot::Occupied(mut held) => {
+            Entry::Occupied(mut held) => {
                 let old = totals(held.get());
                 let sums = held.get_mut();
                 sums.products += products;
@@ -189,7 +191,7 @@ impl Totals {
                 }
                 (old, new)
             }
-            PairSlot::Vacant(vacant) => {
+            Entry::Vacant(vacant) => {
                 let new = PairEntry {
                     seller,
                     stock,
