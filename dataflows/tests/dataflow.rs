@@ -230,16 +230,28 @@ fn brand_and_seller_keyed_campaigns_check_their_residuals() {
 }
 
 /// Runs a rebuild (`rebuild` batches at times 1, 2, …), then `live` batches from time 11,
+/// When the held pairs' input closes, against the rebuild.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum HeldFeed {
+    /// Once fed, before anything else, as the job does.
+    Early,
+    /// Advanced with the other inputs, closed at the end.
+    Along,
+    /// Kept below the rebuild's end until the rebuild has ended, then closed.
+    Late,
+}
+
 /// with the output reconciled against `held` pairs; `quiet` keeps the rebuild's own changes
-/// inside the dataflow.  `close_held_early` closes the held input once fed, as the job does.
+/// inside the dataflow; `feed` says when the held input closes.
+/// Also returns the most rebuilt pairs the reconcile kept waiting for the held pairs.
 fn run_reconciled(
     quiet: bool,
-    close_held_early: bool,
+    feed: HeldFeed,
     held: Vec<(PairKey, PairFigures)>,
     rebuild: Vec<Vec<Event>>,
     live: Vec<Vec<Event>>,
-) -> Vec<PairChange> {
-    use dataflows::operators::reconcile::Held;
+) -> (Vec<PairChange>, usize) {
+    use dataflows::operators::reconcile::{Held, KeptWaiting};
     use dataflows::operators::reconcile_with_held;
     const LIVE_FROM: u64 = 10;
     let (send, recv) = mpsc::channel();
@@ -260,9 +272,13 @@ fn run_reconciled(
     // Known before the rebuild starts, as a sink's held pairs usually are.
     let held_pairs = PairCount::default();
     held_pairs.note(held.len());
+    let kept_waiting = KeptWaiting::default();
+    let waiting = kept_waiting.clone();
     timely::execute(timely::Config::process(2), move |worker| {
         let send = send.lock().unwrap().clone();
         let held_pairs = held_pairs.clone();
+        let counted = kept_waiting.clone();
+        let kept_waiting = kept_waiting.clone();
         let (mut inputs, mut held_in) = worker.dataflow::<u64, _, _>(|scope| {
             let (inputs, (products, campaigns, categories)) = Inputs::new(scope);
             let (held_in, held) = scope.new_input();
@@ -277,7 +293,7 @@ fn run_reconciled(
                 }),
             );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.
-            reconcile_with_held(changes, held, LIVE_FROM, held_pairs).capture_into(send);
+            reconcile_with_held(changes, held, LIVE_FROM, held_pairs, kept_waiting).capture_into(send);
             (inputs, held_in)
         });
         if worker.index() == 0 {
@@ -286,22 +302,33 @@ fn run_reconciled(
             }
         }
         let mut held_in = Some(held_in);
-        if close_held_early {
+        if feed == HeldFeed::Early {
             // As the job does: the reconcile then checks the rebuild's pairs as they arrive.
             held_in.take().expect("open").close();
         }
         for (time, batch) in batches.iter() {
             inputs.advance_to(*time);
             if let Some(held_in) = held_in.as_mut() {
-                held_in.advance_to(*time);
+                if feed == HeldFeed::Along || *time <= LIVE_FROM {
+                    held_in.advance_to(*time);
+                }
             }
             if worker.index() == 0 {
                 inputs.send(batch);
             }
         }
+        if feed == HeldFeed::Late {
+            // The rebuild ends and its pairs reach the reconcile before the held input closes:
+            // until the reconcile counts them (or for 5 s, if it never does).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while counted.most() == 0 && std::time::Instant::now() < deadline {
+                worker.step_or_park(Some(std::time::Duration::from_millis(1)));
+            }
+        }
+        drop(held_in);
     })
     .unwrap();
-    sorted_changes(recv)
+    (sorted_changes(recv), waiting.most())
 }
 
 #[test]
@@ -350,13 +377,30 @@ fn a_rebuild_writes_only_what_differs_from_what_the_sinks_hold() {
         ],
     ];
     let live = vec![vec![Event::Product("p-1", None)]];
-    let quiet = run_reconciled(true, true, held.clone(), rebuild.clone(), live.clone());
-    for (is_quiet, close_held_early) in [(true, false), (false, true), (false, false)] {
+    let (quiet, kept_waiting) = run_reconciled(true, HeldFeed::Early, held.clone(), rebuild.clone(), live.clone());
+    assert_eq!(
+        kept_waiting, 0,
+        "held pairs in first: each rebuilt pair is checked as it arrives"
+    );
+    for (is_quiet, feed) in [
+        (true, HeldFeed::Along),
+        (true, HeldFeed::Late),
+        (false, HeldFeed::Early),
+        (false, HeldFeed::Along),
+    ] {
+        let (changes, kept_waiting) = run_reconciled(is_quiet, feed, held.clone(), rebuild.clone(), live.clone());
         assert_eq!(
-            run_reconciled(is_quiet, close_held_early, held.clone(), rebuild.clone(), live.clone()),
-            quiet,
-            "quiet {is_quiet}, held closed early {close_held_early}: every way ends in the same changes"
+            changes, quiet,
+            "quiet {is_quiet}, held fed {feed:?}: every way ends in the same changes"
         );
+        if is_quiet {
+            // Held pairs that come after the rebuild's end keep its pairs waiting.
+            assert_eq!(
+                kept_waiting > 0,
+                feed == HeldFeed::Late,
+                "held fed {feed:?}: {kept_waiting} kept waiting"
+            );
+        }
     }
     assert_eq!(
         quiet,

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dataflows::model::Time;
+use dataflows::operators::reconcile::KeptWaiting;
 use dataflows::state::pairs::PairCount;
 
 use crate::cluster::ClusterOptions;
@@ -107,11 +108,14 @@ pub struct JobReport {
     pub pairs_deleted: u64,
     pub pairs_live: i64,
     pub dead_letters_written: u64,
+    /// The most rebuilt pairs a restart's reconcile kept waiting for the held pairs: 0 when
+    /// the held pairs are in before the rebuild's end, as the workers make sure.
+    pub rebuilt_pairs_kept_waiting: usize,
 }
 
 impl JobReport {
     /// The figures of the run, the pairs' as written by `sink`.
-    fn from_metrics(metrics: &Metrics, sink: &str, elapsed: Duration) -> Self {
+    fn from_metrics(metrics: &Metrics, sink: &str, elapsed: Duration, kept_waiting: usize) -> Self {
         let (pairs_upserted, pairs_deleted, pairs_live) = metrics.pair_counts(sink);
         JobReport {
             elapsed,
@@ -121,6 +125,7 @@ impl JobReport {
             pairs_deleted,
             pairs_live,
             dead_letters_written: metrics.dead_letters_written.get(),
+            rebuilt_pairs_kept_waiting: kept_waiting,
         }
     }
 }
@@ -149,6 +154,8 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     let abort = Arc::new(AtomicBool::new(false));
     // How many pairs the sinks hold, once worker 0 has read them: sizes the pair tables.
     let held_pairs = PairCount::default();
+    let kept_waiting = KeptWaiting::default();
+    let waited = kept_waiting.clone();
     let (done_tx, done) = mpsc::channel();
     let workers_connected = connected.clone();
     // Timely connects the processes inside `execute` and may wait there forever for a peer
@@ -159,7 +166,7 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
             let result = timely::execute(config, move |worker| {
                 workers_connected.store(true, Ordering::SeqCst);
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    worker::run_worker(worker, &job, &held_pairs, &abort)
+                    worker::run_worker(worker, &job, &held_pairs, &kept_waiting, &abort)
                 }));
                 if !matches!(result, Ok(Ok(()))) {
                     abort.store(true, Ordering::SeqCst);
@@ -210,5 +217,16 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     if let Some(error) = first_error {
         return Err(error);
     }
-    Ok(JobReport::from_metrics(&metrics, &primary, started.elapsed()))
+    if waited.most() > 0 {
+        tracing::warn!(
+            pairs = waited.most(),
+            "the reconcile kept rebuilt pairs waiting for the held pairs: memory beside the state"
+        );
+    }
+    Ok(JobReport::from_metrics(
+        &metrics,
+        &primary,
+        started.elapsed(),
+        waited.most(),
+    ))
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
-use dataflows::operators::reconcile::HeldItem;
+use dataflows::operators::reconcile::{HeldItem, KeptWaiting};
 use dataflows::operators::{reconcile_with_held, Upsert};
 use dataflows::state::pairs::PairCount;
 use dataflows::{render_eligibility, ClockRule, JobClock, QuietRebuild};
@@ -313,6 +313,7 @@ pub(super) fn run_worker(
     worker: &mut Worker,
     job: &Job,
     held_pairs: &PairCount,
+    kept_waiting: &KeptWaiting,
     abort: &AtomicBool,
 ) -> Result<(), JobError> {
     let index = worker.index();
@@ -383,7 +384,13 @@ pub(super) fn run_worker(
             let changes = match live_from {
                 // Held pairs meet the rebuilt ones on the pair's worker, whatever worker
                 // writes them: the reconcile and the sort are shared out.
-                Some(live_from) => reconcile_with_held(changes.clone(), held, live_from, held_pairs.clone()),
+                Some(live_from) => reconcile_with_held(
+                    changes.clone(),
+                    held,
+                    live_from,
+                    held_pairs.clone(),
+                    kept_waiting.clone(),
+                ),
                 // Already on the pair's worker (`PairTotals` owns it there).
                 None => changes.clone(),
             };

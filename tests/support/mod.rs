@@ -117,6 +117,19 @@ pub fn run_in_memory_from(
     workers: usize,
     live_from: Option<Time>,
 ) -> (Vec<PairChange>, Vec<DeadLetter>) {
+    let (changes, letters, _report) = run_in_memory_held(log, batch_size, workers, live_from, Default::default());
+    (changes, letters)
+}
+
+/// [`run_in_memory_from`] into a memory sink that holds `held` (read as the state says: a
+/// `HeldState::read_beside` comes in when its thread ends), with the job's report.
+pub fn run_in_memory_held(
+    log: Vec<u8>,
+    batch_size: u64,
+    workers: usize,
+    live_from: Option<Time>,
+    held: eligibility::sink::contract::HeldState,
+) -> (Vec<PairChange>, Vec<DeadLetter>, eligibility::job::JobReport) {
     use eligibility::cluster::ClusterOptions;
     use eligibility::job::{self, Job};
     use eligibility::metrics::Metrics;
@@ -138,7 +151,7 @@ pub fn run_in_memory_from(
         changes: vec![ChangeOutput::on_first_worker(
             "memory",
             Some(Box::new(changes_sink)),
-            Default::default(),
+            held,
         )],
         dead_letters: on_first_worker(Some(Box::new(letters_sink))),
         metrics: Arc::new(Metrics::new()),
@@ -147,7 +160,7 @@ pub fn run_in_memory_from(
         progress_every: None,
         shutdown_grace: None,
     };
-    job::run(job).expect("the job failed");
+    let report = job::run(job).expect("the job failed");
     let changes = changes
         .lock()
         .unwrap()
@@ -160,5 +173,5 @@ pub fn run_in_memory_from(
         .iter()
         .map(|(_, letter)| letter.clone())
         .collect();
-    (changes, letters)
+    (changes, letters, report)
 }

@@ -17,6 +17,8 @@
 //! kept; a loud rebuild folds its history in time order to the same result.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
@@ -133,13 +135,31 @@ impl FromIterator<(PairKey, PairFigures)> for Held {
     }
 }
 
+/// The most rebuilt pairs a quiet rebuild's reconcile kept, on any worker, because they came
+/// before every held pair was in (shared by the workers of a process). Each is kept whole
+/// until then (~40 bytes), so a rebuild whose end ran before the held pairs were fed held
+/// its whole snapshot beside its tables: the job feeds them first, and this stays 0.
+#[derive(Clone, Debug, Default)]
+pub struct KeptWaiting(Arc<AtomicUsize>);
+
+impl KeptWaiting {
+    fn note(&self, pairs: usize) {
+        self.0.fetch_max(pairs, Ordering::Relaxed);
+    }
+
+    /// The most pairs kept waiting at once.
+    pub fn most(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// Starts each pair's changes from `held`, what the sinks hold, whose records must carry
 /// times below `live_from`, on the pair's worker (`pair_route` of its campaign tag and
 /// seller). `changes` must be there already, as [`render_eligibility`] leaves them; the held
 /// pairs are brought there. Closing `held` once fed lets a quiet rebuild be checked as it
 /// arrives. `held_pairs` is how many pairs the sinks hold, if known (0 if not), read when
 /// the first arrives: this worker's table takes its share in one allocation instead of
-/// doubling.
+/// doubling. `kept_waiting` records the most rebuilt pairs kept until the held ones were in.
 ///
 /// [`render_eligibility`]: crate::render_eligibility
 pub fn reconcile_with_held<'scope>(
@@ -147,6 +167,7 @@ pub fn reconcile_with_held<'scope>(
     held: Stream<'scope, Time, Vec<HeldItem>>,
     live_from: Time,
     held_pairs: PairCount,
+    kept_waiting: KeptWaiting,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     let peers = changes.scope().peers();
     // Names go to every worker, pairs to the one that owns them.
@@ -204,6 +225,8 @@ pub fn reconcile_with_held<'scope>(
                             .filter_map(|change| rebuild.against_held(change.pair, change.figures, live_from));
                         output.session(live_capability).give_iterator(differing);
                     }
+                } else if rebuild.rebuilt.is_empty() {
+                    kept_waiting.note(rebuild.pending.get(&live_from).map_or(0, Vec::len));
                 }
                 if passed(&live_from) {
                     let live = live.take().expect("checked");
