@@ -217,12 +217,6 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     if let Some(error) = first_error {
         return Err(error);
     }
-    if waited.most() > 0 {
-        tracing::warn!(
-            pairs = waited.most(),
-            "the reconcile kept rebuilt pairs waiting for the held pairs: memory beside the state"
-        );
-    }
     Ok(JobReport::from_metrics(
         &metrics,
         &primary,

@@ -257,6 +257,9 @@ struct Watch<'a> {
     last_report: Instant,
     /// Closed batches not yet acknowledged, with when they closed.
     closed: VecDeque<(Time, Instant)>,
+    /// On worker 0 of a restart: its first live time and the reconcile's count of pairs kept
+    /// waiting, reported once that time is acknowledged.
+    restart: Option<(Time, KeptWaiting)>,
 }
 
 impl Watch<'_> {
@@ -272,6 +275,7 @@ impl Watch<'_> {
         if let Some(time) = acknowledged {
             self.metrics.output_frontier.set(time as i64);
         }
+        self.report_restart(acknowledged);
         while let Some((time, closed_at)) = self.closed.front() {
             if acknowledged.is_some_and(|ack| ack <= *time) {
                 break;
@@ -283,6 +287,26 @@ impl Watch<'_> {
         }
         self.maybe_report();
         Ok(())
+    }
+
+    /// Once the restart's first live time is acknowledged, the reconcile is done with the
+    /// held pairs: what it kept waiting goes to the metric, and to the log if any.
+    fn report_restart(&mut self, acknowledged: Option<Time>) {
+        let Some((live_from, kept)) = self.restart.as_ref() else {
+            return;
+        };
+        if acknowledged.is_some_and(|ack| ack <= *live_from) {
+            return;
+        }
+        let pairs = kept.most();
+        self.metrics.reconcile_kept_waiting.set(pairs as i64);
+        if pairs > 0 {
+            tracing::warn!(
+                pairs,
+                "the reconcile kept rebuilt pairs waiting for the held pairs: memory beside the state"
+            );
+        }
+        self.restart = None;
     }
 
     fn maybe_report(&mut self) {
@@ -468,6 +492,9 @@ pub(super) fn run_worker(
         started: Instant::now(),
         last_report: Instant::now(),
         closed: VecDeque::new(),
+        restart: live_from
+            .filter(|_| index == 0)
+            .map(|time| (time, kept_waiting.clone())),
     };
     const BUDGET: usize = 8_192;
     let mut staged = Vec::with_capacity(BUDGET);
@@ -512,6 +539,8 @@ pub(super) fn run_worker(
         worker.step_or_park(Some(Duration::from_millis(1)));
         watch.after_step()?;
     }
+    // Every time is acknowledged, the restart's first live time too.
+    watch.report_restart(None);
     // The progress operator may still be saving after the sinks finished.
     while worker.step_or_park(Some(Duration::from_millis(1))) {
         check(&watch.errors, abort)?;

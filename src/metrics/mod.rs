@@ -70,6 +70,9 @@ pub struct Metrics {
     pub pairs_deleted: Family<SinkLabels, Counter>,
     pub pairs_live: Family<SinkLabels, Gauge>,
     pub dead_letters_written: Counter,
+    /// The most rebuilt pairs the reconcile kept waiting for the held pairs at this process's
+    /// restart, set once the restart's first live time is acknowledged: 0 is right.
+    pub reconcile_kept_waiting: Gauge,
     /// Sink-specific counters register themselves here.
     pub sinks: SinkMetrics,
     /// When a worker loop last went round (Unix ms; 0 before the workers start).
@@ -151,6 +154,7 @@ impl Metrics {
             pairs_deleted: Family::default(),
             pairs_live: Family::default(),
             dead_letters_written: Counter::default(),
+            reconcile_kept_waiting: Gauge::default(),
             sinks: SinkMetrics {
                 requests: Family::default(),
                 retries: Family::default(),
@@ -240,6 +244,11 @@ impl Metrics {
             "dead_letters_written",
             "Rejected records written to the dead-letter output",
             metrics.dead_letters_written.clone(),
+        );
+        registry.register(
+            "reconcile_kept_waiting_pairs",
+            "Most rebuilt pairs the restart's reconcile kept waiting for the held pairs (0 is right)",
+            metrics.reconcile_kept_waiting.clone(),
         );
         let sinks = &metrics.sinks;
         registry.register("sink_requests", "Requests sent to a sink", sinks.requests.clone());

@@ -138,6 +138,7 @@ pub fn run_in_memory_held(
 
     let (changes_sink, changes) = MemorySink::<PairChange>::new();
     let (letters_sink, letters) = MemorySink::<DeadLetter>::new();
+    let metrics = Arc::new(Metrics::new());
     let job = Job {
         cluster: ClusterOptions {
             workers,
@@ -154,13 +155,19 @@ pub fn run_in_memory_held(
             held,
         )],
         dead_letters: on_first_worker(Some(Box::new(letters_sink))),
-        metrics: Arc::new(Metrics::new()),
+        metrics: metrics.clone(),
         live_from,
         progress: None,
         progress_every: None,
         shutdown_grace: None,
     };
     let report = job::run(job).expect("the job failed");
+    // What the restart kept waiting shows on the metric as in the report.
+    assert_eq!(
+        metrics.reconcile_kept_waiting.get(),
+        report.rebuilt_pairs_kept_waiting as i64,
+        "eligibility_reconcile_kept_waiting_pairs"
+    );
     let changes = changes
         .lock()
         .unwrap()
