@@ -146,7 +146,7 @@ const MAX_PARTS: usize = 16;
 
 impl PairTable {
     fn hash(&self, campaign: CampaignHandle, seller: SellerId) -> u64 {
-        self.hasher.hash_one((seller, campaign))
+        hash_of(&self.hasher, campaign, seller)
     }
 
     /// The table a hash belongs to. A table places a pair by the hash's low bits and tags
@@ -169,7 +169,7 @@ impl PairTable {
         self.parts[part].entry(
             hash,
             |entry| entry.seller == seller && entry.campaign == campaign,
-            |entry| hasher.hash_one((entry.seller, entry.campaign)),
+            |entry| hash_of(hasher, entry.campaign, entry.seller),
         )
     }
 
@@ -190,9 +190,9 @@ impl PairTable {
             (0..parts).map(|_| HashTable::with_capacity(buckets / 8 * 7)).collect(),
         );
         for entry in old.into_iter().flatten() {
-            let hash = hasher.hash_one((entry.seller, entry.campaign));
+            let hash = hash_of(&hasher, entry.campaign, entry.seller);
             self.parts[Self::part_of(hash, parts)]
-                .insert_unique(hash, entry, |entry| hasher.hash_one((entry.seller, entry.campaign)));
+                .insert_unique(hash, entry, |entry| hash_of(&hasher, entry.campaign, entry.seller));
         }
     }
 
@@ -259,6 +259,11 @@ impl PairTable {
     pub fn drain(&mut self) -> impl Iterator<Item = PairEntry> + '_ {
         self.parts.iter_mut().flat_map(HashTable::drain)
     }
+}
+
+/// A pair's hash: where a lookup probes and where a growing table moves an entry must agree.
+fn hash_of(hasher: &foldhash::fast::RandomState, campaign: CampaignHandle, seller: SellerId) -> u64 {
+    hasher.hash_one((seller, campaign))
 }
 
 /// Fewer buckets than this per table are not worth splitting into (in tests, small tables
