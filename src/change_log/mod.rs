@@ -12,7 +12,7 @@ use crate::sink::contract::HeldPairs;
 
 mod line;
 
-use line::parse_line;
+use line::{parse_line, parse_line_bytes};
 
 /// Parses one change line; `previous` is left empty, as the log does not carry it.
 pub fn parse_change(line: &str) -> anyhow::Result<PairChange> {
@@ -101,8 +101,7 @@ pub fn fold_log(path: &Path) -> anyhow::Result<HeldPairs> {
         if bytes.is_empty() {
             continue;
         }
-        let text = std::str::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
-        let change = parse_line(text)?;
+        let change = parse_line_bytes(bytes).with_context(|| format!("in {}", path.display()))?;
         match change.figures {
             Some(figures) => state.hold(&change.campaign_id, change.seller_id, figures),
             None => state.release(&change.campaign_id, change.seller_id),

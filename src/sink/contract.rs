@@ -94,9 +94,15 @@ pub enum HeldState {
 }
 
 impl HeldState {
-    /// Reads what a sink holds with `read` on a thread of its own.
+    /// Reads what a sink holds with `read` on a thread of its own, named so that per-thread
+    /// CPU (`top -H`, `/proc`) tells it from the workers.
     pub fn read_beside(read: impl FnOnce() -> Result<HeldPairs, SinkError> + Send + 'static) -> Self {
-        HeldState::Reading(std::thread::spawn(read))
+        let reading = std::thread::Builder::new()
+            .name("held-read".into())
+            .spawn(read)
+            // As `std::thread::spawn` does: no thread to be had is not a state to run on in.
+            .expect("a thread to read the held pairs");
+        HeldState::Reading(reading)
     }
 
     /// `f` applied to the held pairs, once they are read.
