@@ -49,7 +49,7 @@ use timely::dataflow::Stream;
 use crate::model::{Campaign, CampaignId, Category, CategoryId, PairChange, Product, ProductId, ProductKey, Time};
 use crate::operators::ancestors::ancestor_changes;
 use crate::operators::campaign_windows::{campaign_windows, JobClock};
-use crate::operators::eligible_pairs::eligible_pairs;
+use crate::operators::eligible_pairs::{eligible_pairs, QuietLoad};
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
 use crate::state::pairs::PairCount;
@@ -86,8 +86,11 @@ pub fn render_eligibility<'scope>(
     });
     let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
-    let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
-    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, quiet_until);
+    let quiet = rebuild.as_ref().map(|rebuild| QuietLoad {
+        until: rebuild.until,
+        products: rebuild.products,
+    });
+    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, quiet);
     pair_totals(deltas, campaigns, rebuild)
 }
 
@@ -98,4 +101,8 @@ pub struct QuietRebuild {
     pub until: Time,
     /// The pairs it is expected to reach, once known, to size the pair tables.
     pub pairs: PairCount,
+    /// How many product records it reads, on all workers together (0 if not known): more
+    /// than the products it ends with only by the versions compaction has not yet removed,
+    /// so it sizes each worker's product table for its share at once.
+    pub products: u64,
 }

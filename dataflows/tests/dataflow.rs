@@ -269,6 +269,14 @@ fn run_reconciled(
             .collect(),
     );
     let held = Arc::new(held);
+    // Every product record the rebuild reads, as a Kafka source counts them: sizes the
+    // product tables (tombstones and repeated keys make it more than the products).
+    let product_records = batches
+        .iter()
+        .filter(|(time, _)| *time <= LIVE_FROM)
+        .flat_map(|(_, batch)| batch)
+        .filter(|event| matches!(event, Event::Product(..)))
+        .count() as u64;
     // Known before the rebuild starts, as a sink's held pairs usually are.
     let held_pairs = PairCount::default();
     held_pairs.note(held.len());
@@ -290,6 +298,7 @@ fn run_reconciled(
                 quiet.then(|| QuietRebuild {
                     until: LIVE_FROM,
                     pairs: held_pairs.clone(),
+                    products: product_records,
                 }),
             );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.

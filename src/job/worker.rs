@@ -398,6 +398,7 @@ pub(super) fn run_worker(
         let rebuild = live_from.map(|until| QuietRebuild {
             until,
             pairs: held_pairs.clone(),
+            products: job.source.rebuild_product_records().unwrap_or(0),
         });
         let changes = render_eligibility(products, campaigns, categories, clock, rebuild);
         let mut held_inputs = Vec::new();

@@ -159,6 +159,12 @@ pub trait SourceFactory: Send + Sync + 'static {
         ClockRule::Records
     }
 
+    /// How many product records a rebuild reads on all workers together, if known before
+    /// it starts: the product tables are sized for it instead of growing by doubling.
+    fn rebuild_product_records(&self) -> Option<u64> {
+        None
+    }
+
     /// `live_from`: for a resumed run, the first live time every worker agreed on.
     fn open(&self, worker_index: usize, peers: usize, live_from: Option<Time>) -> Result<Box<dyn Source>, SourceError>;
 }

@@ -60,16 +60,19 @@ pub type Contribution = (i64, i64);
 /// Builds the operator; `campaigns` and `ancestors` must reach every worker whole
 /// (broadcast).
 ///
-/// `quiet_until`, for a rebuild: the times up to it change the state only, and what the
-/// state then holds leaves once, at `quiet_until`, as each (pair, totals) of this worker's
-/// share ([`EndOfRebuild`]).
+/// `quiet`, for a rebuild: the times up to its `until` change the state only, and what the
+/// state then holds leaves once, at `until`, as each (pair, totals) of this worker's share
+/// ([`EndOfRebuild`]).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
-    quiet_until: Option<Time>,
+    quiet: Option<QuietLoad>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
     let scope = products.scope();
+    let quiet_until = quiet.map(|quiet| quiet.until);
+    // Products go to workers by key: each gets about its share of the records read.
+    let products_share = quiet.map_or(0, |quiet| quiet.products.div_ceil(scope.peers() as u64));
     let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
     let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
@@ -85,6 +88,9 @@ pub fn eligible_pairs<'scope>(
         let mut end_of_rebuild: Option<EndOfRebuild> = None;
         let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
         let mut state = Matcher::default();
+        state
+            .products
+            .reserve(usize::try_from(products_share).unwrap_or(usize::MAX));
         // Emptied product maps of applied times, kept for the next ones.
         let mut recycled: Vec<LatestUpserts<ProductKey, Product>> = Vec::new();
         move |frontiers| {
@@ -166,6 +172,15 @@ pub fn eligible_pairs<'scope>(
         }
     });
     stream
+}
+
+/// A rebuild, as this operator sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct QuietLoad {
+    /// The times up to this one only change the state.
+    pub until: Time,
+    /// The product records the rebuild reads on all workers together, 0 if not known.
+    pub products: u64,
 }
 
 /// The records of one time, waiting until every input has passed it.

@@ -284,7 +284,11 @@ mod tests {
                 // Expected pairs known: the table is sized once.
                 let pairs = PairCount::default();
                 pairs.note(1_000);
-                let rebuild = QuietRebuild { until: 2, pairs };
+                let rebuild = QuietRebuild {
+                    until: 2,
+                    pairs,
+                    products: 0,
+                };
                 pair_totals(deltas, campaigns, Some(rebuild)).capture_into(send);
                 (early_in, deltas_in, campaigns_in)
             });

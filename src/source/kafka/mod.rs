@@ -82,6 +82,16 @@ impl SourceFactory for KafkaSourceFactory {
             .any(|start| start.id.kind == Topic::Categories)
     }
 
+    /// The plan is the same in every process, so every worker sizes for the same total.
+    fn rebuild_product_records(&self) -> Option<u64> {
+        let products = self
+            .plan
+            .partitions
+            .iter()
+            .filter(|start| start.id.kind == Topic::Products);
+        Some(products.map(PartitionStart::rebuild_records).sum())
+    }
+
     /// The wall clock by default: the rebuild's times read the agreed first live time,
     /// every live time the wall clock it stands for.
     fn clock(&self, live_from: Option<Time>) -> ClockRule {

@@ -86,8 +86,18 @@ impl FromStr for StartFrom {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionStart {
     pub id: PartitionId,
+    /// The oldest offset at start-up: the rebuild reads from it.
+    pub first: i64,
     /// Records below this offset rebuild state; from it on, their changes are written.
     pub rebuild_until: i64,
+}
+
+impl PartitionStart {
+    /// How many records the rebuild reads from this partition (compaction may have left
+    /// gaps, so at most this many).
+    pub fn rebuild_records(&self) -> u64 {
+        u64::try_from(self.rebuild_until.saturating_sub(self.first)).unwrap_or(0)
+    }
 }
 
 /// How this run starts, the same in every process.
@@ -127,19 +137,21 @@ pub fn plan(kafka: &KafkaConfig, from: &StartFrom, committed: Option<&ProgressRe
     };
     for id in partitions {
         let key = (id.topic.clone(), id.partition);
+        let (first, high) = consumer
+            .fetch_watermarks(&id.topic, id.partition, METADATA_TIMEOUT)
+            .with_context(|| format!("cannot read the offsets of {}/{}", id.topic, id.partition))?;
         let rebuild_until = match from {
-            StartFrom::Committed | StartFrom::Earliest => {
-                let (_low, high) = consumer
-                    .fetch_watermarks(&id.topic, id.partition, METADATA_TIMEOUT)
-                    .with_context(|| format!("cannot read the end offset of {}/{}", id.topic, id.partition))?;
-                high
-            }
+            StartFrom::Committed | StartFrom::Earliest => high,
             StartFrom::Offsets(offsets) => *offsets
                 .get(&key)
                 .ok_or_else(|| anyhow!("--from offsets: no offset given for {}/{}", id.topic, id.partition))?,
             StartFrom::Timestamp(_) => timestamps.as_ref().and_then(|t| t.get(&key).copied()).unwrap_or(0),
         };
-        starts.push(PartitionStart { id, rebuild_until });
+        starts.push(PartitionStart {
+            id,
+            first,
+            rebuild_until,
+        });
     }
 
     let dead_letters_written_below = match from {
@@ -241,6 +253,31 @@ fn offsets_for_time(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partition_rebuilds_the_records_from_its_first_offset_to_its_end() {
+        let start = |first, rebuild_until| PartitionStart {
+            id: PartitionId {
+                kind: Topic::Products,
+                topic: "products".into(),
+                partition: 0,
+            },
+            first,
+            rebuild_until,
+        };
+        assert_eq!(start(0, 120).rebuild_records(), 120);
+        assert_eq!(
+            start(100, 120).rebuild_records(),
+            20,
+            "compaction or retention removed the first 100"
+        );
+        assert_eq!(start(100, 100).rebuild_records(), 0);
+        assert_eq!(
+            start(100, 0).rebuild_records(),
+            0,
+            "an end before the first record reads nothing"
+        );
+    }
 
     #[test]
     fn from_parses_every_form() {
