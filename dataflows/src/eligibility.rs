@@ -49,7 +49,7 @@ use timely::dataflow::Stream;
 use crate::model::{Campaign, CampaignId, Category, CategoryId, PairChange, Product, ProductId, ProductKey, Time};
 use crate::operators::ancestors::ancestor_changes;
 use crate::operators::campaign_windows::{campaign_windows, JobClock};
-use crate::operators::eligible_pairs::{eligible_pairs, QuietLoad};
+use crate::operators::eligible_pairs::eligible_pairs;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
 use crate::state::pairs::PairCount;
@@ -86,11 +86,7 @@ pub fn render_eligibility<'scope>(
     });
     let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
-    let quiet = rebuild.as_ref().map(|rebuild| QuietLoad {
-        until: rebuild.until,
-        products: rebuild.products,
-    });
-    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, quiet);
+    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, rebuild.clone());
     pair_totals(deltas, campaigns, rebuild)
 }
 

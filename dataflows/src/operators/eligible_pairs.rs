@@ -44,6 +44,7 @@ use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 use crate::campaign_edit::Edit;
+use crate::eligibility::QuietRebuild;
 use crate::hashing::{FastMap, FastSet};
 use crate::model::{tag_of, Campaign, CampaignId, CategoryId, Product, ProductKey, SellerId, Tag, Time};
 use crate::operators::ancestors::AncestorChange;
@@ -60,19 +61,19 @@ pub type Contribution = (i64, i64);
 /// Builds the operator; `campaigns` and `ancestors` must reach every worker whole
 /// (broadcast).
 ///
-/// `quiet`, for a rebuild: the times up to its `until` change the state only, and what the
-/// state then holds leaves once, at `until`, as each (pair, totals) of this worker's share
+/// `rebuild`: the times up to its `until` change the state only, and what the state then
+/// holds leaves once, at `until`, as each (pair, totals) of this worker's share
 /// ([`EndOfRebuild`]).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
-    quiet: Option<QuietLoad>,
+    rebuild: Option<QuietRebuild>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
     let scope = products.scope();
-    let quiet_until = quiet.map(|quiet| quiet.until);
+    let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
     // Products go to workers by key: each gets about its share of the records read.
-    let products_share = quiet.map_or(0, |quiet| quiet.products.div_ceil(scope.peers() as u64));
+    let products_share = rebuild.map_or(0, |rebuild| rebuild.products.div_ceil(scope.peers() as u64));
     let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
     let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
@@ -172,15 +173,6 @@ pub fn eligible_pairs<'scope>(
         }
     });
     stream
-}
-
-/// A rebuild, as this operator sees it.
-#[derive(Clone, Copy, Debug)]
-pub struct QuietLoad {
-    /// The times up to this one only change the state.
-    pub until: Time,
-    /// The product records the rebuild reads on all workers together, 0 if not known.
-    pub products: u64,
 }
 
 /// The records of one time, waiting until every input has passed it.
