@@ -621,3 +621,150 @@ fn records_a_producer_placed_elsewhere_than_murmur2_are_counted() {
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(records_misplaced(port), Some(elsewhere));
 }
+
+/// The job's partition reader against the broker: every record of a partition once, in
+/// offset order, with its key, value (tombstones and keyless records too) and timestamp,
+/// however the reads cut the batches; then the partition's end; an empty partition gives
+/// its end alone; a detached copy keeps every field.
+#[test]
+fn a_partition_reader_gives_each_record_once_in_order_then_the_end() {
+    use eligibility::source::kafka::client::consumer_config;
+    use eligibility::source::kafka::partition_reader::{PartitionReader, Read};
+    use eligibility::source::kafka::topics::{ensure_topics, TopicSpec};
+    use rdkafka::message::Timestamp;
+
+    let _serial = serial();
+    let case = KafkaCase::new("reader", false);
+    let kafka = KafkaConfig::for_brokers(&brokers());
+    let admin = ClientConfig::new().set("bootstrap.servers", brokers()).clone();
+    ensure_topics(
+        &admin,
+        &[TopicSpec {
+            name: &case.products_topic,
+            partitions: 2,
+            replication_factor: 1,
+            // A compacted topic refuses records without a key.
+            compacted: false,
+        }],
+    )
+    .unwrap();
+    // Record i: key k-i (none for every 7th), value v-i (a tombstone for every 5th).
+    /// A record as read: key, value, timestamp.
+    type Fields = (Option<Vec<u8>>, Option<Vec<u8>>, i64);
+    let expected: Vec<Fields> = (0..500i64)
+        .map(|i| {
+            let key = (i % 7 != 3).then(|| format!("k-{i}").into_bytes());
+            let value = (i % 5 != 1).then(|| format!("v-{i}").into_bytes());
+            (key, value, 1_700_000_000_000 + i)
+        })
+        .collect();
+    struct Delivered(std::sync::Mutex<Vec<String>>);
+    impl rdkafka::ClientContext for Delivered {}
+    impl rdkafka::producer::ProducerContext for Delivered {
+        type DeliveryOpaque = ();
+        fn delivery(&self, result: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+            if let Err((error, _)) = result {
+                self.0.lock().unwrap().push(error.to_string());
+            }
+        }
+    }
+    let producer: BaseProducer<Delivered> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create_with_context(Delivered(Default::default()))
+        .unwrap();
+    for (key, value, timestamp) in &expected {
+        let mut record: BaseRecord<'_, [u8], [u8]> =
+            BaseRecord::to(&case.products_topic).partition(1).timestamp(*timestamp);
+        if let Some(key) = key {
+            record = record.key(&key[..]);
+        }
+        if let Some(value) = value {
+            record = record.payload(&value[..]);
+        }
+        producer.send(record).map_err(|(error, _)| error).unwrap();
+    }
+    producer.flush(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        producer.context().0.lock().unwrap()[..],
+        [] as [String; 0],
+        "delivery errors"
+    );
+
+    let consumer: BaseConsumer = consumer_config(&kafka, &Default::default(), "reader-test")
+        .create()
+        .unwrap();
+    let watermarks = consumer
+        .fetch_watermarks(&case.products_topic, 1, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(watermarks, (0, 500), "every record produced");
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..2 {
+        assignment
+            .add_partition_offset(&case.products_topic, partition, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+    let consumer = Arc::new(consumer);
+    let mut readers: Vec<PartitionReader<_>> = (0..2)
+        .map(|partition| PartitionReader::split(&consumer, &case.products_topic, partition).unwrap())
+        .collect();
+    let mut read: Vec<Vec<Fields>> = vec![Vec::new(), Vec::new()];
+    let mut offsets: Vec<Vec<i64>> = vec![Vec::new(), Vec::new()];
+    let mut ends = [0usize; 2];
+    let mut detached = None;
+    let started = Instant::now();
+    // Batches of 1 to 13, so that the cuts fall everywhere.
+    let mut batch = 1;
+    while ends.contains(&0) {
+        assert!(started.elapsed() < Duration::from_secs(30), "no end within 30 s");
+        for (partition, reader) in readers.iter_mut().enumerate() {
+            let taken = reader.read(batch, |item| match item {
+                Read::Message(message) => {
+                    assert_eq!(message.partition(), partition as i32);
+                    assert_eq!(message.topic(), case.products_topic);
+                    assert_eq!(ends[partition], 0, "a record after the end");
+                    let Timestamp::CreateTime(timestamp) = message.timestamp() else {
+                        panic!("no create time: {:?}", message.timestamp());
+                    };
+                    if message.offset() == 10 {
+                        detached = Some(message.detach());
+                    }
+                    offsets[partition].push(message.offset());
+                    read[partition].push((
+                        message.key().map(<[u8]>::to_vec),
+                        message.payload().map(<[u8]>::to_vec),
+                        timestamp,
+                    ));
+                }
+                Read::End => ends[partition] += 1,
+                Read::Error(error) => panic!("read error: {error}"),
+            });
+            assert!(taken <= batch, "{taken} taken for a batch of {batch}");
+            batch = batch % 13 + 1;
+        }
+        if let Some(Ok(message)) = consumer.poll(Duration::from_millis(1)) {
+            panic!(
+                "a record reached the consumer's own queue: {}/{}",
+                message.partition(),
+                message.offset()
+            );
+        }
+    }
+    assert_eq!(read[0].len(), 0, "partition 0 holds nothing");
+    assert_eq!(read[1].len(), expected.len());
+    assert_eq!(read[1], expected);
+    assert_eq!(offsets[1], (0..500).collect::<Vec<i64>>());
+    assert_eq!(ends, [1, 1]);
+    let detached = detached.expect("offset 10 was read");
+    assert_eq!(
+        (
+            detached.key(),
+            detached.payload(),
+            detached.offset(),
+            detached.partition()
+        ),
+        (expected[10].0.as_deref(), expected[10].1.as_deref(), 10, 1)
+    );
+    assert_eq!(detached.timestamp(), Timestamp::CreateTime(expected[10].2));
+    assert_eq!(detached.topic(), case.products_topic);
+}

@@ -24,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod context;
 pub mod lag;
+pub mod partition_reader;
 pub mod placement;
 pub mod read_ahead;
 pub mod siblings;
@@ -40,10 +41,9 @@ use dataflows::decode::decode_message;
 use dataflows::model::{Time, Topic};
 use dataflows::ClockRule;
 use prometheus_client::metrics::counter::Counter;
-use rdkafka::consumer::base_consumer::PartitionQueue;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{BorrowedMessage, Message, OwnedMessage};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::{Offset, TopicPartitionList};
 
 use self::assignment::{partitions_of, PartitionId};
@@ -53,6 +53,7 @@ use self::config::{BatchingConfig, ClockSetting, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
+use self::partition_reader::{PartitionReader, RawMessage, Read};
 use self::placement::Placement;
 use self::read_ahead::ReadAhead;
 use self::siblings::SiblingBatches;
@@ -142,9 +143,8 @@ impl SourceFactory for KafkaSourceFactory {
         let mut partitions = Vec::with_capacity(owned.len());
         let mut queues = Vec::with_capacity(owned.len());
         for start in owned {
-            let mut queue = consumer
-                .split_partition_queue(&start.id.topic, start.id.partition)
-                .ok_or_else(|| {
+            let mut queue =
+                PartitionReader::split(&consumer, &start.id.topic, start.id.partition).ok_or_else(|| {
                     SourceError::Config(format!(
                         "cannot open the queue of {}/{}",
                         start.id.topic, start.id.partition
@@ -271,7 +271,7 @@ pub struct KafkaSource {
     consumer: Arc<BaseConsumer<SourceContext>>,
     partitions: Vec<OwnedPartition>,
     /// One queue per partition, in the order of `partitions`.
-    queues: Vec<PartitionQueue<SourceContext>>,
+    queues: Vec<PartitionReader<SourceContext>>,
     phase: Phase,
     chunks: ChunkClock,
     batches: BatchClock,
@@ -436,7 +436,7 @@ impl KafkaSource {
     fn accept(
         &mut self,
         index: usize,
-        message: &BorrowedMessage<'_>,
+        message: &RawMessage<'_>,
         now: Instant,
         out: &mut Vec<SourceRecord>,
     ) -> Result<(), SourceError> {
@@ -480,7 +480,7 @@ impl Source for KafkaSource {
         }
         let count = self.partitions.len();
         // Messages borrow their queue; the queues are set aside while `self` changes.
-        let queues = std::mem::take(&mut self.queues);
+        let mut queues = std::mem::take(&mut self.queues);
         let mut taken = 0;
         let mut idle_partitions = 0;
         let share = (budget / count.max(1)).max(1);
@@ -488,32 +488,28 @@ impl Source for KafkaSource {
             let index = self.next_partition % count;
             self.next_partition = self.next_partition.wrapping_add(1);
             let mut from_this = 0;
+            let mut failed = None;
             // Never past the budget: the read-ahead bound counts on it.
             let limit = share.min(budget - taken);
-            while from_this < limit {
-                match queues[index].poll(Duration::ZERO) {
-                    None => break,
-                    Some(Ok(message)) => {
-                        if let Err(error) = self.accept(index, &message, now, out) {
-                            drop(message);
-                            self.queues = queues;
-                            return Err(error);
-                        }
-                        from_this += 1;
+            queues[index].read(limit, |read| match read {
+                Read::Message(message) => {
+                    if failed.is_none() {
+                        failed = self.accept(index, &message, now, out).err();
                     }
-                    Some(Err(KafkaError::PartitionEOF(_))) => {
-                        let partition = &mut self.partitions[index];
-                        partition.at_end = true;
-                        if self.phase == Phase::Rebuilding && !partition.reached {
-                            partition.reached = true;
-                        }
-                        break;
-                    }
-                    Some(Err(error)) => {
-                        self.log_error(&error);
-                        break;
+                    from_this += 1;
+                }
+                Read::End => {
+                    let partition = &mut self.partitions[index];
+                    partition.at_end = true;
+                    if self.phase == Phase::Rebuilding && !partition.reached {
+                        partition.reached = true;
                     }
                 }
+                Read::Error(error) => self.log_error(&error),
+            });
+            if let Some(error) = failed {
+                self.queues = queues;
+                return Err(error);
             }
             if from_this == 0 {
                 idle_partitions += 1;
