@@ -2,9 +2,11 @@
 //! from the beginning to the high watermarks at its start, decodes each with the job's own
 //! decoder, and keeps the latest value per key. Nothing else: no dataflow, no sink. One
 //! consumer, every partition assigned, the job's own client settings (fetch sizes,
-//! prefetch queue), so what it costs is what reading the topics costs.
+//! prefetch queue) and its way of reading (a queue per partition, a batch of messages per
+//! call), so what it costs is what reading the topics costs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -13,6 +15,7 @@ use dataflows::hashing::FastMap;
 use dataflows::model::{Campaign, Category, Product, Topic};
 use eligibility::source::kafka::client::consumer_config;
 use eligibility::source::kafka::config::KafkaConfig;
+use eligibility::source::kafka::partition_reader::{PartitionReader, Read};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -26,6 +29,10 @@ use super::config::Topics;
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// A partition that sends nothing for this long while not at its end fails the run.
 const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// The most messages taken from a partition's queue at once.
+const BATCH: usize = 4096;
+/// How long a round that found nothing ready waits before the next.
+const IDLE_WAIT: Duration = Duration::from_millis(1);
 
 /// What the floor read and kept.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -86,56 +93,68 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
     let mut products: FastMap<String, Product> = FastMap::default();
     let mut campaigns: FastMap<String, Campaign> = FastMap::default();
     let mut categories: FastMap<String, Category> = FastMap::default();
+    // Read as the job reads: each partition from a queue of its own, a batch per call.
+    let consumer = Arc::new(consumer);
+    let mut readers = Vec::with_capacity(ends.len());
+    for &(kind, partition) in ends.keys() {
+        let reader = PartitionReader::split(&consumer, topics.name(kind), partition)
+            .with_context(|| format!("cannot open the queue of {}/{partition}", topics.name(kind)))?;
+        readers.push(((kind, partition), reader));
+    }
     let mut last_record = Instant::now();
     while !ends.is_empty() {
-        let message = match consumer.poll(Duration::from_millis(100)) {
-            None => {
-                if last_record.elapsed() > STALL_TIMEOUT {
-                    bail!("no record for {STALL_TIMEOUT:?}; partitions left: {:?}", ends.keys());
+        let mut read_any = false;
+        let mut failed = None;
+        for (key, reader) in &mut readers {
+            let Some(&high) = ends.get(key) else {
+                continue;
+            };
+            let mut ended = false;
+            let taken = reader.read(BATCH, |read| match read {
+                // Past the watermark taken at the start: not part of this rebuild.
+                Read::Message(message) if message.offset() >= high => {}
+                Read::Message(message) => {
+                    output.records += 1;
+                    match decode_message(key.0, message.key(), message.payload()) {
+                        Ok(Record { key, change }) => match change {
+                            Change::Product(value) => latest(&mut products, key, value),
+                            Change::Campaign(value) => latest(&mut campaigns, key, value),
+                            Change::Category(value) => latest(&mut categories, key, value),
+                        },
+                        Err(_) => output.rejected += 1,
+                    }
+                    ended |= message.offset() + 1 >= high;
                 }
-                continue;
+                // A partition whose last offsets hold no record (compacted away, markers)
+                // ends here rather than at its watermark.
+                Read::End => ended = true,
+                Read::Error(error) => failed = Some(error),
+            });
+            if ended {
+                ends.remove(key);
             }
-            // The end of a partition: one whose last offsets hold no record (compacted
-            // away, markers) ends here rather than at its watermark.
-            Some(Err(KafkaError::PartitionEOF(_))) => {
-                let positions = consumer.position().context("cannot read the positions")?;
-                ends.retain(|(kind, partition), high| {
-                    let position = positions
-                        .find_partition(topics.name(*kind), *partition)
-                        .and_then(|element| match element.offset() {
-                            Offset::Offset(offset) => Some(offset),
-                            _ => None,
-                        });
-                    position.is_none_or(|position| position < *high)
-                });
-                continue;
-            }
+            read_any |= taken > 0;
+        }
+        if let Some(error) = failed {
+            return Err(error).context("cannot read the topics");
+        }
+        if read_any {
+            last_record = Instant::now();
+            continue;
+        }
+        if last_record.elapsed() > STALL_TIMEOUT {
+            bail!("no record for {STALL_TIMEOUT:?}; partitions left: {:?}", ends.keys());
+        }
+        // Nothing ready: waits a moment on the consumer's own queue (errors, statistics).
+        match consumer.poll(IDLE_WAIT) {
+            Some(Err(KafkaError::PartitionEOF(_))) | None => {}
             Some(Err(error)) => return Err(error).context("cannot read the topics"),
-            Some(Ok(message)) => message,
-        };
-        last_record = Instant::now();
-        let Some(kind) = topics.kind_of(message.topic()) else {
-            continue;
-        };
-        let key = (kind, message.partition());
-        let Some(&high) = ends.get(&key) else {
-            // Past the watermark taken at the start: not part of this rebuild.
-            continue;
-        };
-        if message.offset() >= high {
-            continue;
-        }
-        output.records += 1;
-        match decode_message(kind, message.key(), message.payload()) {
-            Ok(Record { key, change }) => match change {
-                Change::Product(value) => latest(&mut products, key, value),
-                Change::Campaign(value) => latest(&mut campaigns, key, value),
-                Change::Category(value) => latest(&mut categories, key, value),
-            },
-            Err(_) => output.rejected += 1,
-        }
-        if message.offset() + 1 >= high {
-            ends.remove(&key);
+            // Fetched before its partition's queue was split: the count would miss it.
+            Some(Ok(message)) => bail!(
+                "a record of {}/{} reached the consumer's own queue",
+                message.topic(),
+                message.partition()
+            ),
         }
     }
     output.products = products.len() as u64;
