@@ -21,10 +21,10 @@ use eligibility::source::{SourceFactory, SourceRecord};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 use support::kafka::{
-    assert_contract, brokers, change_log_state, expected_state, generated_lines, http_get, serial, wait_until,
-    KafkaCase, SinkSetup,
+    assert_contract, assign_from_beginning, brokers, change_log_state, expected_state, generated_lines, http_get,
+    serial, wait_until, KafkaCase, SinkSetup,
 };
 use support::{binary, free_port, free_port_pair, path_str, service_script};
 
@@ -334,10 +334,8 @@ fn malformed_records_land_in_the_dead_letter_topic_with_their_offsets() {
         Some(4)
     );
 
-    let mut assignment = TopicPartitionList::new();
     let topic = case.dead_letter_topic.clone().unwrap();
-    assignment.add_partition_offset(&topic, 0, Offset::Beginning).unwrap();
-    consumer.assign(&assignment).unwrap();
+    assign_from_beginning(&consumer, &topic, 1);
     let mut letters = Vec::new();
     let mut message_keys = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -434,11 +432,7 @@ fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
         .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
         .unwrap();
     assert!(end > 1);
-    let mut assignment = TopicPartitionList::new();
-    assignment
-        .add_partition_offset(&case.products_topic, 0, Offset::Beginning)
-        .unwrap();
-    consumer.assign(&assignment).unwrap();
+    assign_from_beginning(&consumer, &case.products_topic, 1);
     let first = match consumer.poll(Duration::from_secs(10)) {
         Some(Ok(message)) => message.offset(),
         Some(Err(error)) => panic!("consumer error: {error}"),
@@ -573,13 +567,7 @@ fn records_a_producer_placed_elsewhere_than_murmur2_are_counted() {
         .set("group.id", "misplaced-test")
         .create()
         .unwrap();
-    let mut assignment = TopicPartitionList::new();
-    for partition in 0..4 {
-        assignment
-            .add_partition_offset(&case.products_topic, partition, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
+    assign_from_beginning(&consumer, &case.products_topic, 4);
     let mut placed: Vec<(String, bool, i32)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while placed.len() < 2 * keys.len() {
@@ -697,13 +685,7 @@ fn a_partition_reader_gives_each_record_once_in_order_then_the_end() {
         .fetch_watermarks(&case.products_topic, 1, Duration::from_secs(10))
         .unwrap();
     assert_eq!(watermarks, (0, 500), "every record produced");
-    let mut assignment = TopicPartitionList::new();
-    for partition in 0..2 {
-        assignment
-            .add_partition_offset(&case.products_topic, partition, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&assignment).unwrap();
+    assign_from_beginning(&consumer, &case.products_topic, 2);
     let consumer = Arc::new(consumer);
     let mut readers: Vec<PartitionReader<_>> = (0..2)
         .map(|partition| PartitionReader::split(&consumer, &case.products_topic, partition).unwrap())

@@ -44,6 +44,22 @@ pub fn brokers() -> String {
     std::env::var("KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:9092".into())
 }
 
+/// Assigns `consumer` partitions `0..partitions` of `topic`, each read from its beginning.
+pub fn assign_from_beginning<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &rdkafka::consumer::BaseConsumer<C>,
+    topic: &str,
+    partitions: i32,
+) {
+    use rdkafka::consumer::Consumer;
+    let mut assignment = rdkafka::TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment
+            .add_partition_offset(topic, partition, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&assignment).unwrap();
+}
+
 /// Fails with a clear message when no broker answers.
 pub fn require_broker() {
     let address = brokers();

@@ -29,7 +29,7 @@ pub enum Read<'a> {
 pub struct PartitionReader<C: ConsumerContext + 'static> {
     queue: NonNull<rdsys::rd_kafka_queue_t>,
     /// The queue lives inside the client: kept alive until the queue is destroyed.
-    consumer: Arc<BaseConsumer<C>>,
+    _consumer: Arc<BaseConsumer<C>>,
     /// Double boxed: librdkafka holds a thin pointer to it until the callback is unset.
     nonempty: Option<Box<Box<dyn Fn() + Send + Sync>>>,
     batch: Vec<*mut rdsys::rd_kafka_message_t>,
@@ -52,7 +52,7 @@ impl<C: ConsumerContext + 'static> PartitionReader<C> {
         unsafe { rdsys::rd_kafka_queue_forward(queue.as_ptr(), std::ptr::null_mut()) };
         Some(PartitionReader {
             queue,
-            consumer: consumer.clone(),
+            _consumer: consumer.clone(),
             nonempty: None,
             batch: Vec::new(),
         })
@@ -110,12 +110,11 @@ impl<C: ConsumerContext + 'static> PartitionReader<C> {
 impl<C: ConsumerContext + 'static> Drop for PartitionReader<C> {
     fn drop(&mut self) {
         // SAFETY: the queue is valid; the callback is unset before its box is dropped, and
-        // the queue reference is released while the client (`consumer`) still lives.
+        // the queue reference is released while the client (`_consumer`) still lives.
         unsafe {
             rdsys::rd_kafka_queue_cb_event_enable(self.queue.as_ptr(), None, std::ptr::null_mut());
             rdsys::rd_kafka_queue_destroy(self.queue.as_ptr());
         }
-        let _ = &self.consumer;
     }
 }
 
