@@ -85,6 +85,9 @@ pub enum Route {
 /// campaign's id once).
 pub type HeldPairs = dataflows::operators::reconcile::Held;
 
+/// Gathers [`HeldPairs`] from a sink's writes in order.
+pub use dataflows::operators::reconcile::HeldFold;
+
 /// What a sink holds, as a resumed run gets it: read already, or still being read on a
 /// thread of its own while the rebuild goes on (a change log of 10M pairs takes seconds to
 /// fold, which the rebuild need not wait for: only the reconcile at `live_from` does).

@@ -43,17 +43,114 @@ pub enum HeldItem {
 }
 
 /// The pairs a sink holds, gathered at start-up: 24 bytes each, under a handle of their
-/// campaign ([`PairTable`]), with each campaign's id kept once. A pair given twice keeps
-/// its last figures.
+/// campaign, with each campaign's id kept once. Gathered by a [`HeldFold`]; each pair once.
+///
+/// Most of them are usually one sorted run: a change log's first time holds every pair
+/// once, in key order, and is kept as the vector it was read into, without hashing
+/// (hashing 10.7M pairs into a table was the most of a restart's reading of its log). The
+/// pairs given out of that order are in a table beside it.
 #[derive(Clone, Debug, Default)]
 pub struct Held {
-    pairs: PairTable,
+    /// Sorted by (seller, campaign id), each pair once.
+    ordered: Vec<PairEntry>,
+    /// The pairs not in `ordered`.
+    later: PairTable,
     campaigns: CampaignHandles,
 }
 
 impl Held {
     pub fn new() -> Self {
         Held::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ordered.len() + self.later.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The figures held for `pair`.
+    pub fn get(&self, pair: &PairKey) -> Option<PairFigures> {
+        let campaign = self.campaigns.get(tag_of(&pair.campaign_id))?;
+        let found = find_ordered(&self.ordered, &self.campaigns, pair.seller_id, &pair.campaign_id)
+            .ok()
+            .map(|index| &self.ordered[index])
+            .or_else(|| self.later.get(campaign, pair.seller_id));
+        found.map(PairEntry::figures)
+    }
+
+    /// Every pair keeps its place with figures no rebuilt pair has: each is then written
+    /// again (`--from earliest`), and those no longer rebuilt are still deleted.
+    pub fn forget_figures(&mut self) {
+        self.ordered
+            .iter_mut()
+            .chain(self.later.iter_mut())
+            .for_each(|entry| (entry.products, entry.stock) = (0, 0));
+    }
+
+    /// Every pair with its campaign's id (for tests and tools; allocates an id per pair).
+    pub fn pairs(&self) -> impl Iterator<Item = (PairKey, PairFigures)> + '_ {
+        self.ordered.iter().chain(self.later.iter()).map(|entry| {
+            let pair = PairKey {
+                seller_id: entry.seller,
+                campaign_id: self.campaigns.id(entry.campaign).expect("named when held").clone(),
+            };
+            (pair, entry.figures())
+        })
+    }
+
+    /// What the reconcile takes in: the names first, then the pairs.
+    pub fn into_items(self) -> impl Iterator<Item = HeldItem> {
+        let Held {
+            ordered,
+            later,
+            campaigns,
+        } = self;
+        let names: Vec<HeldItem> = campaigns
+            .named()
+            .map(|(tag, name)| HeldItem::Name(tag, name.clone()))
+            .collect();
+        let pairs = ordered
+            .into_iter()
+            .chain(later)
+            .map(move |entry| HeldItem::Pair((campaigns.tag(entry.campaign), entry.seller), entry.figures()));
+        names.into_iter().chain(pairs)
+    }
+}
+
+impl FromIterator<(PairKey, PairFigures)> for Held {
+    fn from_iter<I: IntoIterator<Item = (PairKey, PairFigures)>>(pairs: I) -> Self {
+        let mut fold = HeldFold::new();
+        pairs.into_iter().for_each(|pair| fold.push(pair));
+        fold.finish()
+    }
+}
+
+/// Marks a pair released in [`HeldFold`]'s table: no held pair has negative products.
+const RELEASED: i32 = -1;
+
+/// Gathers what a sink holds from its writes in order (a pair given twice keeps its last
+/// figures, a released pair is gone): as long as the pairs come in increasing key order,
+/// as a change log's first time does, each is appended to a vector; from the first that
+/// does not, into a table, settled against the vector by [`HeldFold::finish`].
+#[derive(Debug, Default)]
+pub struct HeldFold {
+    ordered: Vec<PairEntry>,
+    /// From the first pair out of order on: each pair's last figures, or [`RELEASED`].
+    later: Option<PairTable>,
+    campaigns: CampaignHandles,
+}
+
+impl HeldFold {
+    pub fn new() -> Self {
+        HeldFold::default()
+    }
+
+    /// Room for `pairs` more in the ordered run (address space: only what is filled is touched).
+    pub fn reserve(&mut self, pairs: usize) {
+        self.ordered.reserve(pairs);
     }
 
     /// Holds `pair` with `figures`.
@@ -65,74 +162,83 @@ impl Held {
     /// only on its campaign's first pair (a log read back holds millions of pairs).
     pub fn hold(&mut self, campaign_id: &str, seller_id: SellerId, figures: PairFigures) {
         let campaign = self.campaigns.name(tag_of(campaign_id), || campaign_id.to_owned());
-        self.pairs.insert(PairEntry::held(campaign, seller_id, figures));
-    }
-
-    /// No longer holds `pair` (a delete read back from a log).
-    pub fn remove(&mut self, pair: &PairKey) {
-        self.release(&pair.campaign_id, pair.seller_id);
-    }
-
-    /// No longer holds the pair of `campaign_id` and `seller_id`.
-    pub fn release(&mut self, campaign_id: &str, seller_id: SellerId) {
-        if let Some(campaign) = self.campaigns.get(tag_of(campaign_id)) {
-            self.pairs.remove(campaign, seller_id);
+        let entry = PairEntry::held(campaign, seller_id, figures);
+        if self.later.is_none() && self.follows_ordered(seller_id, campaign_id) {
+            self.ordered.push(entry);
+        } else {
+            self.later.get_or_insert_with(PairTable::default).insert(entry);
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.pairs.len()
+    /// No longer holds the pair of `campaign_id` and `seller_id` (a delete read back from a log).
+    pub fn release(&mut self, campaign_id: &str, seller_id: SellerId) {
+        let Some(campaign) = self.campaigns.get(tag_of(campaign_id)) else {
+            return;
+        };
+        // Past the ordered run's last pair, nothing is held for it yet.
+        if self.later.is_none() && self.follows_ordered(seller_id, campaign_id) {
+            return;
+        }
+        let figures = PairFigures {
+            eligible_products: 0,
+            eligible_stock: 0,
+        };
+        let mut released = PairEntry::held(campaign, seller_id, figures);
+        released.products = RELEASED;
+        self.later.get_or_insert_with(PairTable::default).insert(released);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
+    fn follows_ordered(&self, seller_id: SellerId, campaign_id: &str) -> bool {
+        self.ordered
+            .last()
+            .is_none_or(|last| (seller_id, campaign_id) > key_of(&self.campaigns, last))
     }
 
-    /// The figures held for `pair`.
-    pub fn get(&self, pair: &PairKey) -> Option<PairFigures> {
-        let campaign = self.campaigns.get(tag_of(&pair.campaign_id))?;
-        self.pairs.get(campaign, pair.seller_id).map(PairEntry::figures)
-    }
-
-    /// Every pair keeps its place with figures no rebuilt pair has: each is then written
-    /// again (`--from earliest`), and those no longer rebuilt are still deleted.
-    pub fn forget_figures(&mut self) {
-        self.pairs
-            .iter_mut()
-            .for_each(|entry| (entry.products, entry.stock) = (0, 0));
-    }
-
-    /// Every pair with its campaign's id (for tests and tools; allocates an id per pair).
-    pub fn pairs(&self) -> impl Iterator<Item = (PairKey, PairFigures)> + '_ {
-        self.pairs.iter().map(|entry| {
-            let pair = PairKey {
-                seller_id: entry.seller,
-                campaign_id: self.campaigns.id(entry.campaign).expect("named when held").clone(),
-            };
-            (pair, entry.figures())
-        })
-    }
-
-    /// What the reconcile takes in: the names first, then the pairs.
-    pub fn into_items(self) -> impl Iterator<Item = HeldItem> {
-        let Held { pairs, campaigns } = self;
-        let names: Vec<HeldItem> = campaigns
-            .named()
-            .map(|(tag, name)| HeldItem::Name(tag, name.clone()))
-            .collect();
-        let pairs = pairs
-            .into_iter()
-            .map(move |entry| HeldItem::Pair((campaigns.tag(entry.campaign), entry.seller), entry.figures()));
-        names.into_iter().chain(pairs)
+    /// What is held: the later pairs applied to the ordered run, those left beside it.
+    pub fn finish(self) -> Held {
+        let HeldFold {
+            mut ordered,
+            later,
+            campaigns,
+        } = self;
+        let mut later = later.unwrap_or_default();
+        let mut replaced = false;
+        later.retain(|entry| {
+            let id = campaigns.id(entry.campaign).expect("named when held");
+            match find_ordered(&ordered, &campaigns, entry.seller, id) {
+                Ok(index) => {
+                    ordered[index] = *entry;
+                    replaced |= entry.products == RELEASED;
+                    false
+                }
+                Err(_) => entry.products != RELEASED,
+            }
+        });
+        if replaced {
+            ordered.retain(|entry| entry.products != RELEASED);
+        }
+        Held {
+            ordered,
+            later,
+            campaigns,
+        }
     }
 }
 
-impl FromIterator<(PairKey, PairFigures)> for Held {
-    fn from_iter<I: IntoIterator<Item = (PairKey, PairFigures)>>(pairs: I) -> Self {
-        let mut held = Held::new();
-        pairs.into_iter().for_each(|pair| held.push(pair));
-        held
-    }
+/// A held pair's key in the order of a change log's lines: seller, then campaign id.
+fn key_of<'a>(campaigns: &'a CampaignHandles, entry: &PairEntry) -> (SellerId, &'a str) {
+    let id = campaigns.id(entry.campaign).expect("named when held");
+    (entry.seller, id.as_str())
+}
+
+/// Where the pair of `seller` and `campaign_id` is in `ordered`, or would be.
+fn find_ordered(
+    ordered: &[PairEntry],
+    campaigns: &CampaignHandles,
+    seller: SellerId,
+    campaign_id: &str,
+) -> Result<usize, usize> {
+    ordered.binary_search_by(|entry| key_of(campaigns, entry).cmp(&(seller, campaign_id)))
 }
 
 /// The most rebuilt pairs a quiet rebuild's reconcile kept, on any worker, because they came
@@ -320,5 +426,84 @@ impl Rebuild {
             }
         }));
         changes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A write read back: a pair (seller, campaign) held with figures, or released.
+    type Write = ((SellerId, String), Option<(u64, u64)>);
+
+    fn key() -> impl Strategy<Value = (SellerId, String)> {
+        (0..6u64, prop_oneof![Just("c-1"), Just("c-10"), Just("c-2"), Just("d")]).prop_map(|(s, c)| (s, c.to_owned()))
+    }
+
+    /// Mostly what a change log holds: a first time of distinct pairs in key order, then
+    /// later writes in any order (ids that sort apart as text and as numbers).
+    fn writes() -> impl Strategy<Value = Vec<Write>> {
+        let first = proptest::collection::btree_map(key(), (1..50u64, 0..500u64), 0..20);
+        let later = proptest::collection::vec((key(), proptest::option::of((1..50u64, 0..500u64))), 0..30);
+        (first, later).prop_map(|(first, later)| {
+            first
+                .into_iter()
+                .map(|(key, figures)| (key, Some(figures)))
+                .chain(later)
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Folding the writes in order holds what a map of each pair's last write holds.
+        #[test]
+        fn a_fold_holds_each_pairs_last_write(writes in writes()) {
+            let mut fold = HeldFold::new();
+            let mut expected = BTreeMap::new();
+            for ((seller, campaign), figures) in &writes {
+                match figures {
+                    Some((products, stock)) => {
+                        let figures = PairFigures { eligible_products: *products, eligible_stock: *stock };
+                        fold.hold(campaign, *seller, figures);
+                        expected.insert((*seller, campaign.clone()), figures);
+                    }
+                    None => {
+                        fold.release(campaign, *seller);
+                        expected.remove(&(*seller, campaign.clone()));
+                    }
+                }
+            }
+            let held = fold.finish();
+            prop_assert_eq!(held.len(), expected.len());
+            let got: BTreeMap<_, _> = held.pairs().map(|(pair, figures)| ((pair.seller_id, pair.campaign_id), figures)).collect();
+            prop_assert_eq!(&got, &expected);
+            for seller in 0..6 {
+                for campaign in ["c-1", "c-10", "c-2", "d", "e"] {
+                    let pair = PairKey { seller_id: seller, campaign_id: campaign.to_owned() };
+                    prop_assert_eq!(held.get(&pair), expected.get(&(seller, campaign.to_owned())).copied());
+                }
+            }
+            let pairs = held.into_items().filter(|item| matches!(item, HeldItem::Pair(..))).count();
+            prop_assert_eq!(pairs, expected.len());
+        }
+    }
+
+    #[test]
+    fn pairs_in_key_order_are_kept_without_a_table() {
+        let mut fold = HeldFold::new();
+        let figures = PairFigures {
+            eligible_products: 1,
+            eligible_stock: 2,
+        };
+        for (seller, campaign) in [(1, "c-1"), (1, "c-10"), (1, "c-2"), (2, "c-1")] {
+            fold.hold(campaign, seller, figures);
+        }
+        assert!(fold.later.is_none(), "ascending keys stay in the ordered run");
+        fold.hold("c-1", 1, figures);
+        assert!(fold.later.is_some(), "a key again goes to the table");
     }
 }

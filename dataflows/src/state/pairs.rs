@@ -255,6 +255,11 @@ impl PairTable {
         self.parts.iter_mut().flat_map(HashTable::iter_mut)
     }
 
+    /// Keeps only the pairs `keep` is true of.
+    pub fn retain(&mut self, mut keep: impl FnMut(&PairEntry) -> bool) {
+        self.parts.iter_mut().for_each(|part| part.retain(|entry| keep(entry)));
+    }
+
     /// Takes every pair out, keeping the allocation.
     pub fn drain(&mut self) -> impl Iterator<Item = PairEntry> + '_ {
         self.parts.iter_mut().flat_map(HashTable::drain)

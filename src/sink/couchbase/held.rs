@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::query::{QueryClient, QueryFailure};
 use super::statements;
-use crate::sink::contract::HeldPairs;
+use crate::sink::contract::{HeldFold, HeldPairs};
 
 const PAGE: usize = 5_000;
 
@@ -23,7 +23,7 @@ struct Row {
 
 pub async fn held_pairs(client: &QueryClient, keyspace: &str, scan_consistency: &str) -> anyhow::Result<HeldPairs> {
     let statement = statements::held_page(keyspace);
-    let mut held = HeldPairs::new();
+    let mut held = HeldFold::new();
     let mut after = String::new();
     loop {
         let answer = client
@@ -47,7 +47,7 @@ pub async fn held_pairs(client: &QueryClient, keyspace: &str, scan_consistency: 
             ));
         }
         if count < PAGE {
-            return Ok(held);
+            return Ok(held.finish());
         }
     }
 }

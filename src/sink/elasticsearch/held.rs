@@ -18,7 +18,7 @@ use elasticsearch::{ClearScrollParts, Elasticsearch, ScrollParts, SearchParts};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::sink::contract::HeldPairs;
+use crate::sink::contract::{HeldFold, HeldPairs};
 
 #[derive(Deserialize)]
 struct PairSource {
@@ -36,7 +36,7 @@ pub async fn held_pairs(
     refused_index: &str,
     committed: Option<Time>,
 ) -> anyhow::Result<(HeldPairs, u64)> {
-    let mut held = HeldPairs::new();
+    let mut held = HeldFold::new();
     let written = scroll(client, index, |pair, figures, _| held.push((pair, figures))).await?;
     let refused = scroll(client, refused_index, |pair, figures, version| {
         if committed.is_some_and(|committed| version <= committed) {
@@ -44,7 +44,7 @@ pub async fn held_pairs(
         }
     })
     .await?;
-    Ok((held, written.max(refused)))
+    Ok((held.finish(), written.max(refused)))
 }
 
 /// Calls `each` with every document of `index` and its version; returns the greatest
