@@ -5,18 +5,22 @@
 //! or from a pattern (`eligibility-{i}.eligibility-peers:2101`, as a StatefulSet's headless
 //! service names its pods); the process index from `--process` or from a pod name's ordinal.
 //! Before timely connects, the processes meet in a rendezvous that checks they agree on the
-//! layout (`rendezvous.rs`). A lost peer ends every process: the cluster restarts as a whole
+//! layout (`rendezvous.rs`); then they connect to each other (`connect.rs`) and timely runs
+//! its workers over those connections. A lost peer ends every process: the cluster restarts as a whole
 //! and replays from its inputs.
 
 pub mod agreement;
+pub mod connect;
 pub mod layers;
 pub mod rendezvous;
 
+use std::any::Any;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use timely::communication::AllocatorBuilder;
 use timely::{CommunicationConfig, WorkerConfig};
 
 use self::rendezvous::Registration;
@@ -183,6 +187,23 @@ impl ClusterOptions {
             );
         }
         Ok(())
+    }
+
+    /// Timely's allocators for this process's workers, connected to the other processes'
+    /// within `patience` (`connect.rs`: without timely's waits of a second).
+    pub fn communication(
+        &self,
+        communication: CommunicationConfig,
+        patience: Duration,
+    ) -> Result<(Vec<AllocatorBuilder>, Box<dyn Any + Send>), String> {
+        if self.processes == 1 {
+            return communication.try_build();
+        }
+        let addresses = self.addresses().map_err(|error| format!("{error:#}"))?;
+        let streams =
+            connect::connect_processes(&addresses, self.process, patience).map_err(|error| error.to_string())?;
+        connect::cluster_allocators(streams, self.process, self.workers)
+            .map_err(|error| format!("cannot start the connections to the other processes: {error}"))
     }
 
     /// The timely configuration for this process.

@@ -39,6 +39,11 @@ struct Answer {
 
 /// How long process 0 waits for the others, and they for it.
 const PATIENCE: Duration = Duration::from_secs(600);
+
+/// How long a refused registration, or process 0 with no new one, waits to look again: the
+/// processes of a restart start together, and each wait here is a wait of every one.
+const RETRY: Duration = Duration::from_millis(10);
+
 const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// The problems in a full set of registrations, as one message; `None` if they agree.
@@ -136,7 +141,7 @@ pub fn host(listen: SocketAddr, own: Registration) -> anyhow::Result<()> {
                     let missing: Vec<usize> = (1..own.processes).filter(|i| !registered.contains_key(i)).collect();
                     tracing::info!(?missing, "still waiting for processes to register");
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(RETRY);
             }
             Err(error) => return Err(error).context("the cluster rendezvous failed"),
         }
@@ -203,7 +208,7 @@ pub fn join(host: &str, own: Registration) -> anyhow::Result<()> {
                     last_report = Some(Instant::now());
                     tracing::info!(host, error = %format!("{error:#}"), "waiting for process 0");
                 }
-                std::thread::sleep(Duration::from_millis(200));
+                std::thread::sleep(RETRY);
             }
         }
     }

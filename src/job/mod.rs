@@ -158,22 +158,27 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     let waited = kept_waiting.clone();
     let (done_tx, done) = mpsc::channel();
     let workers_connected = connected.clone();
-    // Timely connects the processes inside `execute` and may wait there forever for a peer
-    // that died after the rendezvous: the workers run on a thread of their own, watched here.
+    // Connecting the processes may wait for a peer that died after the rendezvous: the
+    // workers start on a thread of their own, watched here.
     std::thread::Builder::new()
         .name("timely".into())
         .spawn(move || {
-            let result = timely::execute(config, move |worker| {
-                workers_connected.store(true, Ordering::SeqCst);
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    worker::run_worker(worker, &job, &held_pairs, &kept_waiting, &abort)
-                }));
-                if !matches!(result, Ok(Ok(()))) {
-                    abort.store(true, Ordering::SeqCst);
-                }
-                result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .map(|guards| guards.join());
+            let timely::Config { communication, worker } = config;
+            let allocators = job.cluster.communication(communication, CONNECT_TIMEOUT);
+            let result = allocators
+                .and_then(|(allocators, guard)| {
+                    timely::execute::execute_from(allocators, guard, worker, move |worker| {
+                        workers_connected.store(true, Ordering::SeqCst);
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            worker::run_worker(worker, &job, &held_pairs, &kept_waiting, &abort)
+                        }));
+                        if !matches!(result, Ok(Ok(()))) {
+                            abort.store(true, Ordering::SeqCst);
+                        }
+                        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                })
+                .map(|guards| guards.join());
             done_tx.send(result).ok();
         })
         .map_err(|error| JobError::ClusterStart(error.into()))?;
