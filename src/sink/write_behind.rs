@@ -139,10 +139,21 @@ impl Drop for WriteBehind {
     }
 }
 
+/// Bytes written between two starts of the file's writeback ([`start_writeback`]).
+const WRITEBACK_EVERY: usize = if cfg!(test) { 1 << 16 } else { 32 << 20 };
+
 fn write_jobs(mut out: Box<dyn Write + Send>, sync: Option<File>, jobs: Receiver<Job>, done: mpsc::Sender<Done>) {
+    let mut unsynced = 0;
     for job in jobs {
         let result = match job {
             Job::Write(mut buffer) => out.write_all(&buffer).map(|()| {
+                unsynced += buffer.len();
+                if unsynced >= WRITEBACK_EVERY {
+                    unsynced = 0;
+                    if let Some(file) = &sync {
+                        start_writeback(file);
+                    }
+                }
                 buffer.clear();
                 Done::Written(buffer)
             }),
@@ -160,6 +171,24 @@ fn write_jobs(mut out: Box<dyn Write + Send>, sync: Option<File>, jobs: Receiver
             return;
         }
     }
+}
+
+/// Starts writing the file's dirty pages to disk without waiting for them, so that the sync
+/// that acknowledges a large time (a rebuild's 1.5 GB of lines) waits only for its last
+/// megabytes: the kernel would otherwise hold them all until the sync (0.37-0.56 s measured
+/// for 1.5 GB, every worker idle). Durability still comes from `sync_data` alone.
+fn start_writeback(file: &File) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // Offset 0 and length 0: the whole file. A hint: a failure only loses the overlap.
+        // SAFETY: the descriptor is the open file's, valid while `file` lives.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = file;
 }
 
 #[cfg(test)]
@@ -221,6 +250,27 @@ mod tests {
         assert_eq!(*out.bytes.lock().unwrap(), expected);
         assert_eq!(*out.flushes.lock().unwrap(), 2);
         assert!(writer.spare.len() <= BUFFERS + 1, "buffers are reused, not made anew");
+    }
+
+    #[test]
+    fn a_synced_file_written_past_many_writeback_starts_holds_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("changes.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let sync = file.try_clone().unwrap();
+        let mut writer = WriteBehind::spawn(Box::new(file), Some(sync)).unwrap();
+        let expected = lines(200_000);
+        assert!(expected.len() > 20 * WRITEBACK_EVERY, "the writeback starts many times");
+        for line in expected.split_inclusive(|b| *b == b'\n') {
+            writer.buffer().extend_from_slice(line);
+            writer.spill_if_full().unwrap();
+        }
+        writer.flush(true).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), expected);
     }
 
     #[test]
