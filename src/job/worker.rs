@@ -206,7 +206,7 @@ impl HeldFeeds {
         }
         let mut unread = Vec::new();
         for (mut held_in, state) in std::mem::take(&mut self.open) {
-            match state.take(false)? {
+            match state.take()? {
                 Ok(pairs) => {
                     self.pairs.note(pairs.len());
                     for (sent, item) in pairs.into_items().enumerate() {

@@ -116,11 +116,11 @@ impl HeldState {
         }
     }
 
-    /// The held pairs if read (waiting for them with `wait`), else the state back.
-    pub fn take(self, wait: bool) -> Result<Result<HeldPairs, HeldState>, SinkError> {
+    /// The held pairs if read by now, else the state back (the worker asks again as it steps).
+    pub fn take(self) -> Result<Result<HeldPairs, HeldState>, SinkError> {
         match self {
             HeldState::Ready(held) => Ok(Ok(held)),
-            HeldState::Reading(reading) if wait || reading.is_finished() => join(reading).map(Ok),
+            HeldState::Reading(reading) if reading.is_finished() => join(reading).map(Ok),
             reading => Ok(Err(reading)),
         }
     }
@@ -198,8 +198,19 @@ mod tests {
         [(pair, figures)].into_iter().collect()
     }
 
+    /// Asks `state` until it is read, as the worker does between its steps.
+    fn taken(mut state: HeldState) -> Result<HeldPairs, SinkError> {
+        loop {
+            match state.take()? {
+                Ok(held) => return Ok(held),
+                Err(reading) => state = reading,
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
-    fn held_pairs_read_beside_are_taken_once_read_or_waited_for() {
+    fn held_pairs_read_beside_are_taken_once_read() {
         let (release, released) = mpsc::channel::<()>();
         let reading = HeldState::read_beside(move || {
             released.recv().expect("released");
@@ -210,12 +221,12 @@ mod tests {
             held
         });
         // Not read yet: the state comes back, to be asked again later.
-        let reading = match reading.take(false).expect("no error") {
+        let reading = match reading.take().expect("no error") {
             Err(state) => state,
             Ok(_) => panic!("taken before it was read"),
         };
         release.send(()).expect("reader waits");
-        let held = reading.take(true).expect("no error").ok().expect("read");
+        let held = taken(reading).expect("no error");
         assert_eq!(held.len(), 1);
         let (_, figures) = held.pairs().next().expect("one pair");
         assert_eq!(figures.eligible_stock, 0, "mapped once read");
@@ -229,8 +240,8 @@ mod tests {
                 reason: "not JSON".into(),
             })
         });
-        let error = failing.take(true).err().expect("an error");
+        let error = taken(failing).expect_err("an error");
         assert!(error.to_string().contains("not JSON"), "{error}");
-        assert!(matches!(HeldState::Ready(one_pair(1)).take(false), Ok(Ok(_))));
+        assert!(matches!(HeldState::Ready(one_pair(1)).take(), Ok(Ok(_))));
     }
 }
