@@ -179,12 +179,12 @@ impl HeldFold {
         if self.later.is_none() && self.follows_ordered(seller_id, campaign_id) {
             return;
         }
-        let figures = PairFigures {
-            eligible_products: 0,
-            eligible_stock: 0,
+        let released = PairEntry {
+            seller: seller_id,
+            stock: 0,
+            campaign,
+            products: RELEASED,
         };
-        let mut released = PairEntry::held(campaign, seller_id, figures);
-        released.products = RELEASED;
         self.later.get_or_insert_with(PairTable::default).insert(released);
     }
 
