@@ -148,9 +148,12 @@ impl HeldFold {
         HeldFold::default()
     }
 
-    /// Room for `pairs` more in the ordered run (address space: only what is filled is touched).
+    /// Room for `pairs` more in the ordered run, if the system grants the address space
+    /// (only what is filled is touched); a hint: refused, the run grows as it goes.
     pub fn reserve(&mut self, pairs: usize) {
-        self.ordered.reserve(pairs);
+        // An upper bound from a huge log can exceed what the kernel lets one mapping
+        // overcommit: that must not abort the restart.
+        let _ = self.ordered.try_reserve(pairs);
     }
 
     /// Holds `pair` with `figures`.
