@@ -6,8 +6,8 @@
 //! service names its pods); the process index from `--process` or from a pod name's ordinal.
 //! Before timely connects, the processes meet in a rendezvous that checks they agree on the
 //! layout (`rendezvous.rs`); then they connect to each other (`connect.rs`) and timely runs
-//! its workers over those connections. A lost peer ends every process: the cluster restarts as a whole
-//! and replays from its inputs.
+//! its workers over those connections. A lost peer ends every process: the cluster restarts
+//! as a whole and replays from its inputs.
 
 pub mod agreement;
 pub mod connect;
