@@ -74,8 +74,13 @@ fn a_stopped_node_pauses_the_job_which_then_catches_up_exactly() {
 
     service_script("elasticsearch", "stop");
     case.produce(rest, 3);
+    // The progress record lives in the index too and may report the outage first: wait for
+    // the sink's own component, not any unhealthy one that names the node.
     wait_until("/health reports the sink", Duration::from_secs(60), || {
         http_get(port, "/health").is_some_and(|(status, body)| status == 503 && body.contains("elasticsearch"))
+            && http_get(port, "/metrics").is_some_and(|(_, metrics)| {
+                metrics.contains("eligibility_component_healthy{component=\"elasticsearch\"} 0")
+            })
     });
     let (_, metrics) = http_get(port, "/metrics").unwrap();
     assert!(
