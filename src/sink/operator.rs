@@ -27,7 +27,7 @@ use timely::dataflow::operators::{Capability, Operator};
 use timely::dataflow::Stream;
 
 use super::contract::{Sink, SinkError};
-use super::sorted_runs::{RunBuilder, SortedRun, TimeRuns};
+use super::sorted_runs::{RunBuilder, SortKey, SortedRun, TimeRuns};
 use crate::dead_letter::DeadLetter;
 use crate::worker_error::{report, ErrorSlot, OperatorError};
 
@@ -51,7 +51,7 @@ pub trait SinkOperator<'scope, R> {
 
 impl<'scope, R> SinkOperator<'scope, R> for Stream<'scope, Time, Vec<R>>
 where
-    R: Ord + Serialize + DeserializeOwned + Send + 'static,
+    R: Ord + SortKey + Serialize + DeserializeOwned + Send + 'static,
 {
     fn sink_into<P>(
         self,
@@ -150,7 +150,7 @@ where
 /// the rest once the input has passed the time.
 fn sorted_runs<'scope, R>(records: Stream<'scope, Time, Vec<R>>, name: &str) -> Stream<'scope, Time, Vec<SortedRun>>
 where
-    R: Ord + Serialize + 'static,
+    R: Ord + SortKey + Serialize + 'static,
 {
     records.unary_frontier::<CapacityContainerBuilder<Vec<SortedRun>>, _, _, _>(Pipeline, name, |_capability, _info| {
         let mut open: BTreeMap<Time, (Capability<Time>, RunBuilder<R>)> = BTreeMap::new();
