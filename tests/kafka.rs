@@ -12,16 +12,19 @@ use std::time::{Duration, Instant};
 use dataflows::model::{PairChange, PairKey};
 use dataflows::reference::changes_between;
 use eligibility::change_log::read_changes;
+use eligibility::dead_letter::Origin;
 use eligibility::metrics::Metrics;
 use eligibility::source::kafka::config::{BatchingConfig, KafkaConfig};
 use eligibility::source::kafka::start::{plan, StartFrom};
 use eligibility::source::kafka::watermark::cached_high_watermark;
 use eligibility::source::kafka::KafkaSourceFactory;
 use eligibility::source::{SourceFactory, SourceRecord};
+use rdkafka::admin::{AdminClient, AdminOptions, AlterConfig, ResourceSpecifier};
+use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::ClientConfig;
+use rdkafka::{ClientConfig, TopicPartitionList};
 use support::kafka::{
     assert_contract, assign_from_beginning, brokers, change_log_state, expected_state, generated_lines, http_get,
     serial, wait_until, KafkaCase, SinkSetup,
@@ -445,6 +448,94 @@ fn the_cached_high_watermark_is_the_partitions_end_once_a_fetch_has_answered() {
         "the end of the partition, with {} records left to read",
         end - 1
     );
+}
+
+/// Partitions are assigned at the oldest offset the start-up plan saw, not at a logical
+/// "beginning" librdkafka would first look up; records removed between the plan and the
+/// assignment (retention, `DeleteRecords`) must not stop the rebuild or be waited for: it
+/// reads from the oldest record left.
+#[test]
+fn records_removed_after_the_plan_are_skipped_and_the_rest_read() {
+    let _serial = serial();
+    let case = KafkaCase::new("removed", false);
+    let lines = generated_lines(case.dir.path(), 30, 0, 5);
+    case.produce(&lines, 1);
+    let mut kafka = KafkaConfig::for_brokers(&brokers());
+    kafka.products_topic = case.products_topic.clone();
+    kafka.campaigns_topic = case.campaigns_topic.clone();
+    kafka.categories_topic = case.categories_topic.clone();
+    let start = plan(&kafka, &StartFrom::Earliest, None).unwrap();
+    let planned = start
+        .partitions
+        .iter()
+        .find(|partition| partition.id.topic == case.products_topic)
+        .unwrap()
+        .clone();
+    assert_eq!(planned.first, 0);
+    let end = planned.rebuild_until;
+    assert!(end > 10, "{end} product records");
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    // A compacted topic refuses `DeleteRecords`; one that also has retention takes it.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let policy =
+        AlterConfig::new(ResourceSpecifier::Topic(&case.products_topic)).set("cleanup.policy", "compact,delete");
+    let altered = runtime
+        .block_on(admin.alter_configs([&policy], &AdminOptions::new()))
+        .unwrap();
+    assert!(altered.iter().all(Result::is_ok), "{altered:?}");
+    let mut below = TopicPartitionList::new();
+    below
+        .add_partition_offset(&case.products_topic, 0, rdkafka::Offset::Offset(10))
+        .unwrap();
+    let deleted = runtime
+        .block_on(admin.delete_records(&below, &AdminOptions::new()))
+        .unwrap();
+    assert!(deleted.elements()[0].error().is_ok(), "{deleted:?}");
+    let watcher: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers())
+        .create()
+        .unwrap();
+    let (oldest, _) = watcher
+        .fetch_watermarks(&case.products_topic, 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(oldest, 10, "the log now starts at offset 10");
+    let factory = KafkaSourceFactory {
+        plan: start,
+        kafka,
+        batching: BatchingConfig::default(),
+        metrics: Arc::new(Metrics::new()),
+        stop_at_end: true,
+        siblings: Default::default(),
+    };
+    let mut source = factory.open(0, 1, None).unwrap();
+    let mut out = Vec::new();
+    let from_products = |out: &[SourceRecord]| -> Vec<i64> {
+        out.iter()
+            .filter_map(|record| match record {
+                SourceRecord::Product(_, update) => Some(update.seq as i64),
+                SourceRecord::Rejected(_, letter) => match &letter.origin {
+                    Origin::Kafka { topic, offset, .. } if *topic == case.products_topic => Some(*offset),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    };
+    let started = Instant::now();
+    while from_products(&out).len() < (end - 10) as usize {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "read {:?} of the offsets 10..{end}",
+            from_products(&out)
+        );
+        source.poll(&mut out, 1024).unwrap();
+    }
+    let mut offsets = from_products(&out);
+    offsets.sort_unstable();
+    assert_eq!(offsets, (10..end).collect::<Vec<i64>>());
 }
 
 /// An idle live worker sleeps (here: parks for up to 10 s, as the job loop would for its

@@ -34,8 +34,6 @@ pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
     let defaults = [
         // Only names the client to the brokers: partitions are assigned, never subscribed.
         ("group.id", "eligibility"),
-        // An assigned offset that no longer exists (retention) restarts from the oldest record.
-        ("auto.offset.reset", "earliest"),
         // Bound what librdkafka prefetches, so memory stays flat during the rebuild.
         // (`queued.min.messages` at 20,000 instead of 100,000 per partition saved ~100 MB at
         // 2M products but made the rebuild 30% slower and a plain consumer 2.4x: kept.)
@@ -57,6 +55,10 @@ pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
         ("enable.auto.offset.store", "false"),
         // The rebuild at start-up must know when it has reached the end of a partition.
         ("enable.partition.eof", "true"),
+        // Partitions are assigned at exact offsets (the plan's oldest, or the committed ones):
+        // one that no longer exists (retention) restarts from the oldest record. `latest`
+        // would skip records without a word, `error` stop the job.
+        ("auto.offset.reset", "earliest"),
     ];
     build(kafka, properties, client_id, &defaults, &required)
 }
@@ -94,9 +96,11 @@ mod tests {
         let properties = BTreeMap::from([
             ("fetch.wait.max.ms".to_owned(), "0".to_owned()),
             ("enable.auto.commit".to_owned(), "true".to_owned()),
+            ("auto.offset.reset".to_owned(), "latest".to_owned()),
         ]);
         let told = consumer_config(&kafka, &properties, "test");
         assert_eq!(told.get("fetch.wait.max.ms"), Some("0"));
         assert_eq!(told.get("enable.auto.commit"), Some("false"));
+        assert_eq!(told.get("auto.offset.reset"), Some("earliest"));
     }
 }

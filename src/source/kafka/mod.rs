@@ -133,8 +133,17 @@ impl SourceFactory for KafkaSourceFactory {
         let consumer = Arc::new(consumer);
         let mut assignment = TopicPartitionList::new();
         for start in &owned {
+            // The plan's oldest offset, not `Beginning`: a logical offset is first resolved by
+            // librdkafka with a request of its own, which it sent ~0.4 s after the assignment,
+            // with every worker idle. Should retention have moved the log's start since the plan,
+            // the fetch is out of range and `auto.offset.reset` reads from the oldest record.
+            let offset = if start.first >= 0 {
+                Offset::Offset(start.first)
+            } else {
+                Offset::Beginning
+            };
             assignment
-                .add_partition_offset(&start.id.topic, start.id.partition, Offset::Beginning)
+                .add_partition_offset(&start.id.topic, start.id.partition, offset)
                 .map_err(SourceError::kafka("assign a partition"))?;
         }
         consumer
