@@ -10,6 +10,7 @@ use dataflows::decode::{decode_envelope, decode_line};
 use dataflows::model::PairChange;
 use dataflows::reference::{PairState, ReferenceState};
 use eligibility::change_log::{fold_state, parse_change};
+use eligibility::source::kafka::config::KafkaConfig;
 
 use super::{binary, free_port, path_str, run_ok};
 
@@ -110,6 +111,15 @@ impl KafkaCase {
             },
         );
         case
+    }
+
+    /// The job's Kafka settings for this case's topics, on the test broker.
+    pub fn kafka_config(&self) -> KafkaConfig {
+        let mut kafka = KafkaConfig::for_brokers(&brokers());
+        kafka.products_topic = self.products_topic.clone();
+        kafka.campaigns_topic = self.campaigns_topic.clone();
+        kafka.categories_topic = self.categories_topic.clone();
+        kafka
     }
 
     pub fn changes_path(&self) -> PathBuf {

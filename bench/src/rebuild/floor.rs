@@ -78,7 +78,12 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
                 .with_context(|| format!("cannot read the watermarks of {topic}/{partition}"))?;
             // At the oldest offset, as the job assigns: `Beginning` would wait ~0.4 s for
             // librdkafka's own look-up of it, which is not what reading costs.
-            assignment.add_partition_offset(topic, partition, Offset::Offset(low))?;
+            let oldest = if low >= 0 {
+                Offset::Offset(low)
+            } else {
+                Offset::Beginning
+            };
+            assignment.add_partition_offset(topic, partition, oldest)?;
             if high > low {
                 ends.insert((kind, partition), high);
             }

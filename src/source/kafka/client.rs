@@ -55,9 +55,9 @@ pub fn consumer_config(kafka: &KafkaConfig, properties: &BTreeMap<String, String
         ("enable.auto.offset.store", "false"),
         // The rebuild at start-up must know when it has reached the end of a partition.
         ("enable.partition.eof", "true"),
-        // Partitions are assigned at exact offsets (the plan's oldest, or the committed ones):
-        // one that no longer exists (retention) restarts from the oldest record. `latest`
-        // would skip records without a word, `error` stop the job.
+        // Partitions are assigned at the start-up plan's oldest offsets: one that no longer
+        // exists (retention since the plan) restarts from the oldest record. `latest` would
+        // skip records without a word, `error` stop the job.
         ("auto.offset.reset", "earliest"),
     ];
     build(kafka, properties, client_id, &defaults, &required)
