@@ -16,12 +16,13 @@ use dataflows::model::{Campaign, Category, Product, Topic};
 use eligibility::source::kafka::client::consumer_config;
 use eligibility::source::kafka::config::KafkaConfig;
 use eligibility::source::kafka::partition_reader::{PartitionReader, Read};
+use eligibility::source::kafka::start::assigned_offset;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::ClientContext;
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::TopicPartitionList;
 use serde::{Deserialize, Serialize};
 
 use super::config::Topics;
@@ -76,14 +77,9 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
             let (low, high) = consumer
                 .fetch_watermarks(topic, partition, METADATA_TIMEOUT)
                 .with_context(|| format!("cannot read the watermarks of {topic}/{partition}"))?;
-            // At the oldest offset, as the job assigns: `Beginning` would wait ~0.4 s for
-            // librdkafka's own look-up of it, which is not what reading costs.
-            let oldest = if low >= 0 {
-                Offset::Offset(low)
-            } else {
-                Offset::Beginning
-            };
-            assignment.add_partition_offset(topic, partition, oldest)?;
+            // As the job assigns: `Beginning` would add librdkafka's own look-up of the
+            // oldest offset, which is not what reading costs.
+            assignment.add_partition_offset(topic, partition, assigned_offset(low))?;
             if high > low {
                 ends.insert((kind, partition), high);
             }

@@ -44,7 +44,7 @@ use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::{Offset, TopicPartitionList};
+use rdkafka::TopicPartitionList;
 
 use self::assignment::{partitions_of, PartitionId};
 use self::backlog::{unix_millis, PartitionBacklog};
@@ -57,7 +57,7 @@ use self::partition_reader::{PartitionReader, RawMessage, Read};
 use self::placement::Placement;
 use self::read_ahead::ReadAhead;
 use self::siblings::SiblingBatches;
-use self::start::{PartitionStart, StartPlan};
+use self::start::{assigned_offset, PartitionStart, StartPlan};
 use super::{Source, SourceError, SourceFactory, SourceRecord, SourceStatus, IDLE_POLL};
 use crate::dead_letter::{DeadLetter, Origin};
 use crate::metrics::Metrics;
@@ -133,17 +133,8 @@ impl SourceFactory for KafkaSourceFactory {
         let consumer = Arc::new(consumer);
         let mut assignment = TopicPartitionList::new();
         for start in &owned {
-            // The plan's oldest offset, not `Beginning`: a logical offset is first resolved by
-            // librdkafka with a request of its own, which it sent ~0.4 s after the assignment,
-            // with every worker idle. Should retention have moved the log's start since the plan,
-            // the fetch is out of range and `auto.offset.reset` reads from the oldest record.
-            let offset = if start.first >= 0 {
-                Offset::Offset(start.first)
-            } else {
-                Offset::Beginning
-            };
             assignment
-                .add_partition_offset(&start.id.topic, start.id.partition, offset)
+                .add_partition_offset(&start.id.topic, start.id.partition, assigned_offset(start.first))
                 .map_err(SourceError::kafka("assign a partition"))?;
         }
         consumer

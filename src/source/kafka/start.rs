@@ -92,6 +92,19 @@ pub struct PartitionStart {
     pub rebuild_until: i64,
 }
 
+/// Where to assign a partition whose oldest offset is `oldest`: at that offset, not at
+/// `Beginning`, which librdkafka first resolves with a request of its own (sent ~0.4 s after
+/// the assignment, every reader idle meanwhile); `Beginning` only for an unknown (negative)
+/// one. Should retention have moved the log's start since, the fetch is out of range and
+/// `auto.offset.reset=earliest` reads from the oldest record.
+pub fn assigned_offset(oldest: i64) -> Offset {
+    if oldest >= 0 {
+        Offset::Offset(oldest)
+    } else {
+        Offset::Beginning
+    }
+}
+
 impl PartitionStart {
     /// How many records the rebuild reads from this partition (compaction may have left
     /// gaps, so at most this many).
