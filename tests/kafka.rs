@@ -723,11 +723,14 @@ fn records_a_producer_placed_elsewhere_than_murmur2_are_counted() {
 /// The job's partition reader against the broker: every record of a partition once, in
 /// offset order, with its key, value (tombstones and keyless records too) and timestamp,
 /// however the reads cut the batches; then the partition's end; an empty partition gives
-/// its end alone; a detached copy keeps every field.
+/// its end alone; a detached copy keeps every field. Nothing reaches the consumer's own
+/// queue, even when the fetch has half a second after the assignment before the caller goes
+/// on (with the queues split after the assignment, the first records went there and were
+/// lost to the reader: a 3-process cluster test caught it).
 #[test]
 fn a_partition_reader_gives_each_record_once_in_order_then_the_end() {
     use eligibility::source::kafka::client::consumer_config;
-    use eligibility::source::kafka::partition_reader::{PartitionReader, Read};
+    use eligibility::source::kafka::partition_reader::{assign_with_queues_then, PartitionReader, Read};
     use eligibility::source::kafka::topics::{ensure_topics, TopicSpec};
     use rdkafka::message::Timestamp;
 
@@ -795,11 +798,20 @@ fn a_partition_reader_gives_each_record_once_in_order_then_the_end() {
         .fetch_watermarks(&case.products_topic, 1, Duration::from_secs(10))
         .unwrap();
     assert_eq!(watermarks, (0, 500), "every record produced");
-    assign_from_beginning(&consumer, &case.products_topic, 2);
+    // At absolute offsets, as the job assigns: the fetch starts at once.
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..2 {
+        assignment
+            .add_partition_offset(&case.products_topic, partition, rdkafka::Offset::Offset(0))
+            .unwrap();
+    }
     let consumer = Arc::new(consumer);
-    let mut readers: Vec<PartitionReader<_>> = (0..2)
-        .map(|partition| PartitionReader::split(&consumer, &case.products_topic, partition).unwrap())
-        .collect();
+    // Whatever the fetch brings while the assignment's caller is slow to go on must be in
+    // the partitions' queues.
+    let mut readers: Vec<PartitionReader<_>> = assign_with_queues_then(&consumer, &assignment, || {
+        std::thread::sleep(Duration::from_millis(500))
+    })
+    .unwrap();
     let mut read: Vec<Vec<Fields>> = vec![Vec::new(), Vec::new()];
     let mut offsets: Vec<Vec<i64>> = vec![Vec::new(), Vec::new()];
     let mut ends = [0usize; 2];

@@ -103,6 +103,10 @@ pub enum SourceError {
     /// A setting the source cannot work with.
     #[error("{0}")]
     Config(String),
+    /// A record reached the consumer's own queue instead of its partition's, where the
+    /// source would never read it: the job stops rather than lose it.
+    #[error("record {topic}/{partition} at offset {offset} reached the consumer's own queue, not its partition's")]
+    Misrouted { topic: String, partition: i32, offset: i64 },
 }
 
 impl SourceError {

@@ -15,7 +15,7 @@ use dataflows::hashing::FastMap;
 use dataflows::model::{Campaign, Category, Product, Topic};
 use eligibility::source::kafka::client::consumer_config;
 use eligibility::source::kafka::config::KafkaConfig;
-use eligibility::source::kafka::partition_reader::{PartitionReader, Read};
+use eligibility::source::kafka::partition_reader::{assign_with_queues, PartitionReader, Read};
 use eligibility::source::kafka::start::assigned_offset;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
@@ -67,6 +67,8 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
     // kind, so that a record finds its partition without allocating the topic's name.
     let mut ends: BTreeMap<(Topic, i32), i64> = BTreeMap::new();
     let mut assignment = TopicPartitionList::new();
+    // The assignment's partitions, in its order.
+    let mut assigned: Vec<(Topic, i32)> = Vec::new();
     for (kind, topic) in topics.by_kind() {
         let partitions = match partitions_of(&consumer, topic)? {
             Some(partitions) => partitions,
@@ -80,6 +82,7 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
             // As the job assigns: `Beginning` would add librdkafka's own look-up of the
             // oldest offset, which is not what reading costs.
             assignment.add_partition_offset(topic, partition, assigned_offset(low))?;
+            assigned.push((kind, partition));
             if high > low {
                 ends.insert((kind, partition), high);
             }
@@ -89,21 +92,19 @@ pub fn run(brokers: &str, topics: &Topics) -> anyhow::Result<FloorOutput> {
         partitions: assignment.count(),
         ..FloorOutput::default()
     };
-    consumer.assign(&assignment).context("cannot assign the partitions")?;
-
     // Each entity's latest value, in a map of its own type: a map of the decoder's `Change`
     // would give every product the room of a campaign (its id lists), five times its size.
     let mut products: FastMap<String, Product> = FastMap::default();
     let mut campaigns: FastMap<String, Campaign> = FastMap::default();
     let mut categories: FastMap<String, Category> = FastMap::default();
-    // Read as the job reads: each partition from a queue of its own, a batch per call.
+    // Read as the job reads: each partition from a queue of its own, split before the
+    // assignment, a batch per call.
     let consumer = Arc::new(consumer);
-    let mut readers = Vec::with_capacity(ends.len());
-    for &(kind, partition) in ends.keys() {
-        let reader = PartitionReader::split(&consumer, topics.name(kind), partition)
-            .with_context(|| format!("cannot open the queue of {}/{partition}", topics.name(kind)))?;
-        readers.push(((kind, partition), reader));
-    }
+    let mut readers: Vec<((Topic, i32), PartitionReader<FloorContext>)> = assigned
+        .into_iter()
+        .zip(assign_with_queues(&consumer, &assignment)?)
+        .filter(|(key, _reader)| ends.contains_key(key))
+        .collect();
     let mut last_record = Instant::now();
     while !ends.is_empty() {
         let mut read_any = false;

@@ -53,7 +53,7 @@ use self::config::{BatchingConfig, ClockSetting, KafkaConfig};
 pub use self::context::HEALTH_COMPONENT;
 use self::context::{SourceContext, ERROR_LOG_INTERVAL};
 use self::lag::{LagWatcher, Watched};
-use self::partition_reader::{PartitionReader, RawMessage, Read};
+use self::partition_reader::{assign_with_queues, PartitionReader, RawMessage, Read};
 use self::placement::Placement;
 use self::read_ahead::ReadAhead;
 use self::siblings::SiblingBatches;
@@ -137,19 +137,11 @@ impl SourceFactory for KafkaSourceFactory {
                 .add_partition_offset(&start.id.topic, start.id.partition, assigned_offset(start.first))
                 .map_err(SourceError::kafka("assign a partition"))?;
         }
-        consumer
-            .assign(&assignment)
-            .map_err(SourceError::kafka("assign the partitions"))?;
+        // Split before assigned: records fetched at once must not reach the consumer's queue.
+        let readers = assign_with_queues(&consumer, &assignment)?;
         let mut partitions = Vec::with_capacity(owned.len());
         let mut queues = Vec::with_capacity(owned.len());
-        for start in owned {
-            let mut queue =
-                PartitionReader::split(&consumer, &start.id.topic, start.id.partition).ok_or_else(|| {
-                    SourceError::Config(format!(
-                        "cannot open the queue of {}/{}",
-                        start.id.topic, start.id.partition
-                    ))
-                })?;
+        for (start, mut queue) in owned.into_iter().zip(readers) {
             tracing::debug!(worker = worker_index, topic = %start.id.topic, partition = start.id.partition, rebuild_until = start.rebuild_until, "reading partition");
             queue.set_nonempty_callback(wake(&worker_thread));
             queues.push(queue);
@@ -469,11 +461,16 @@ impl Source for KafkaSource {
     fn poll(&mut self, out: &mut Vec<SourceRecord>, budget: usize) -> Result<SourceStatus, SourceError> {
         let now = Instant::now();
         self.poll_unix_ms = unix_millis();
-        // Serves errors and statistics; messages all go to the partition queues.
+        // Serves errors and statistics; messages all go to the partition queues, split
+        // before the assignment. One that did not would be lost: stop, a restart reads it.
         while let Some(result) = self.consumer.poll(Duration::ZERO) {
             match result {
                 Ok(message) => {
-                    tracing::warn!(topic = message.topic(), "message on the main queue ignored")
+                    return Err(SourceError::Misrouted {
+                        topic: message.topic().to_owned(),
+                        partition: message.partition(),
+                        offset: message.offset(),
+                    })
                 }
                 Err(error) => self.log_error(&error),
             }

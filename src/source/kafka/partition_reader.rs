@@ -5,6 +5,12 @@
 //! on entry and exit): `clock_gettime` was 6.5% of a rebuild's reading on the worker thread
 //! (docs/benchmarks.md). librdkafka's `rd_kafka_consume_batch_queue` does that bookkeeping
 //! once per batch and takes the queue's lock once per message, as a single poll does.
+//!
+//! The queues are split before the partitions are assigned ([`assign_with_queues`]): an
+//! assignment at an absolute offset starts fetching at once, and whatever is fetched before
+//! a partition's queue is split lands on the consumer's own queue, out of the reader's
+//! sight. A queue the application forwards itself (librdkafka's `RD_KAFKA_Q_F_FWD_APP`)
+//! keeps that forwarding when the fetch starts, so split first, nothing goes astray.
 
 use std::ffi::{c_void, CStr, CString};
 use std::ptr::NonNull;
@@ -15,7 +21,9 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{OwnedHeaders, OwnedMessage, Timestamp};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::Message;
+use rdkafka::{Message, TopicPartitionList};
+
+use crate::source::SourceError;
 
 /// What a read gives, in the partition's order.
 pub enum Read<'a> {
@@ -39,9 +47,10 @@ pub struct PartitionReader<C: ConsumerContext + 'static> {
 unsafe impl<C: ConsumerContext + 'static> Send for PartitionReader<C> {}
 
 impl<C: ConsumerContext + 'static> PartitionReader<C> {
-    /// Splits `topic`/`partition`'s queue from the consumer's; `None` if the partition is
-    /// not assigned.
-    pub fn split(consumer: &Arc<BaseConsumer<C>>, topic: &str, partition: i32) -> Option<Self> {
+    /// Splits `topic`/`partition`'s queue from the consumer's, before or after its
+    /// assignment (librdkafka makes the partition's queue if it has none yet); `None` for a
+    /// topic name librdkafka cannot take. Use [`assign_with_queues`] to assign.
+    fn split(consumer: &Arc<BaseConsumer<C>>, topic: &str, partition: i32) -> Option<Self> {
         let name = CString::new(topic).ok()?;
         // SAFETY: the client pointer is valid while `consumer` lives; the queue returned is
         // a new reference, destroyed in `drop`.
@@ -116,6 +125,43 @@ impl<C: ConsumerContext + 'static> Drop for PartitionReader<C> {
             rdsys::rd_kafka_queue_destroy(self.queue.as_ptr());
         }
     }
+}
+
+/// Assigns `assignment` to `consumer` with a reader for each of its partitions, in the
+/// list's order: every queue is split before the assignment, so that no record fetched
+/// right after it reaches the consumer's own queue instead.
+pub fn assign_with_queues<C: ConsumerContext + 'static>(
+    consumer: &Arc<BaseConsumer<C>>,
+    assignment: &TopicPartitionList,
+) -> Result<Vec<PartitionReader<C>>, SourceError> {
+    assign_with_queues_then(consumer, assignment, || ())
+}
+
+/// [`assign_with_queues`], calling `after_assigning` as soon as the assignment is made: a
+/// test that waits there sees any record fetched before a queue was split.
+pub fn assign_with_queues_then<C: ConsumerContext + 'static>(
+    consumer: &Arc<BaseConsumer<C>>,
+    assignment: &TopicPartitionList,
+    after_assigning: impl FnOnce(),
+) -> Result<Vec<PartitionReader<C>>, SourceError> {
+    let readers = assignment
+        .elements()
+        .iter()
+        .map(|element| {
+            PartitionReader::split(consumer, element.topic(), element.partition()).ok_or_else(|| {
+                SourceError::Config(format!(
+                    "cannot open the queue of {}/{}",
+                    element.topic(),
+                    element.partition()
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    consumer
+        .assign(assignment)
+        .map_err(SourceError::kafka("assign the partitions"))?;
+    after_assigning();
+    Ok(readers)
 }
 
 /// A message of a batch, borrowed until the batch's next message.
