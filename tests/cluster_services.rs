@@ -115,17 +115,22 @@ fn three_processes_of_two_workers_write_the_index_one_worker_writes() {
             .map(|i| start(&cluster_config, 3, i, &peers, rendezvous, &["--stop-at-end"]))
             .collect(),
     );
-    for (index, (ok, stderr)) in wait_all(children).into_iter().enumerate() {
+    let logs = wait_all(children);
+    for (index, (ok, stderr)) in logs.iter().enumerate() {
         assert!(ok, "process {index} failed:\n{stderr}");
     }
     let expected = expected_state(&lines);
     let (single, _) = index_content(&single_index);
     assert_eq!(single, expected);
-    assert_eq!(
-        index_content(&cluster_index).0,
-        single,
-        "3 x 2 writes what 1 x 1 writes"
-    );
+    let cluster = index_content(&cluster_index).0;
+    if cluster != single {
+        // What went wrong in a cluster is in its processes' warnings: keep them.
+        for (index, (_, stderr)) in logs.iter().enumerate() {
+            let warnings: Vec<&str> = stderr.lines().filter(|line| !line.contains("INFO")).take(20).collect();
+            eprintln!("process {index}'s warnings and errors:\n{}", warnings.join("\n"));
+        }
+    }
+    assert_eq!(cluster, single, "3 x 2 writes what 1 x 1 writes");
 }
 
 #[test]
