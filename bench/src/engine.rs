@@ -21,7 +21,7 @@ use dataflows::decode::{decode_category_id, decode_envelope, Change, Record};
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::{PairChanges, Upsert};
 use dataflows::reference::PairState;
-use dataflows::{render_eligibility, JobClock, PairChange};
+use dataflows::{render_eligibility, JobClock, PairChange, ProductPlacement};
 use differential_dataflow::Hashable;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -87,17 +87,24 @@ pub fn run(
             let local = collected.clone();
             let counter = writes.clone();
             // Probed after the changes are taken, so a passed time has all of them here.
-            render_eligibility(products, campaigns, categories, JobClock::stopped(scope), None)
-                .pair_changes(|pair| pair.hashed())
-                .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
-                    move |input, _output| {
-                        input.for_each(|_time, changes: &mut Vec<PairChange>| {
-                            counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
-                            local.borrow_mut().receive(changes);
-                        });
-                    }
-                })
-                .probe_with(&probe);
+            render_eligibility(
+                products,
+                campaigns,
+                categories,
+                JobClock::stopped(scope),
+                ProductPlacement::ByKey,
+                None,
+            )
+            .pair_changes(|pair| pair.hashed())
+            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CollectPairs", |_, _| {
+                move |input, _output| {
+                    input.for_each(|_time, changes: &mut Vec<PairChange>| {
+                        counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
+                        local.borrow_mut().receive(changes);
+                    });
+                }
+            })
+            .probe_with(&probe);
             (products_in, campaigns_in, categories_in)
         });
         // Dropped, the input is closed from the start.

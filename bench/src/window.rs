@@ -26,7 +26,7 @@ use dataflows::decode::{decode_envelope, Change};
 use dataflows::instant::EpochNanos;
 use dataflows::model::{Campaign, CampaignId, Product, ProductId, Time, Window};
 use dataflows::operators::{PairChanges, Upsert};
-use dataflows::{render_eligibility, JobClock, PairChange};
+use dataflows::{render_eligibility, JobClock, PairChange, ProductPlacement};
 use differential_dataflow::Hashable;
 use generate::{generate_to_vec, MarketplaceSpec};
 use serde::{Deserialize, Serialize};
@@ -200,16 +200,23 @@ fn run_rounds(load: Arc<Load>, workers: usize) -> anyhow::Result<WorkersRun> {
             let (products_in, products) = scope.new_input::<Vec<Upsert<ProductId, Product>>>();
             let (campaigns_in, campaigns) = scope.new_input::<Vec<Upsert<CampaignId, Campaign>>>();
             let (clock_in, readings) = scope.new_input::<Vec<u64>>();
-            render_eligibility(products, campaigns, empty(scope), JobClock::Records(readings), None)
-                .pair_changes(|pair| pair.hashed())
-                .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CountPairs", |_, _| {
-                    move |input, _output| {
-                        input.for_each(|_time, changes: &mut Vec<PairChange>| {
-                            counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
-                        });
-                    }
-                })
-                .probe_with(&probe);
+            render_eligibility(
+                products,
+                campaigns,
+                empty(scope),
+                JobClock::Records(readings),
+                ProductPlacement::ByKey,
+                None,
+            )
+            .pair_changes(|pair| pair.hashed())
+            .unary::<CapacityContainerBuilder<Vec<()>>, _, _, _>(Pipeline, "CountPairs", |_, _| {
+                move |input, _output| {
+                    input.for_each(|_time, changes: &mut Vec<PairChange>| {
+                        counter.fetch_add(changes.len() as u64, Ordering::Relaxed);
+                    });
+                }
+            })
+            .probe_with(&probe);
             (products_in, campaigns_in, clock_in)
         });
         let mut time: Time = 0;

@@ -14,7 +14,8 @@
 //!        |                                   CampaignWindows <----------------+
 //!        |                        open: the criteria; closed: a tombstone
 //!        |                                           +-----------------------+
-//!        |  exchange by product key                  |                       |
+//!        |  exchange by product key (or none: read  |                       |
+//!        |  where they meet, ProductPlacement)      |                       |
 //!        +------------> EligiblePairs <--------------+                       |
 //!                 products once per worker, every campaign,                  |
 //!                 the tree both ways (ancestors, descendants);               |
@@ -64,6 +65,8 @@ use crate::state::pairs::PairCount;
 /// `clock` says what instant each time stands for, and so when scheduled campaigns open
 /// and close (`operators::campaign_windows`).
 ///
+/// `placement`: where the products' records meet ([`ProductPlacement`]).
+///
 /// `categories` is the tree's changelog, keyed by category id. A job without one passes a
 /// stream that is closed from the start (timely's `empty`, or an input closed at once) and
 /// sees a flat tree at exactly the flat cost: the recursive part finishes at once. An open
@@ -76,6 +79,7 @@ pub fn render_eligibility<'scope>(
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     categories: Stream<'scope, Time, Vec<Upsert<CategoryId, Category>>>,
     clock: JobClock<'scope>,
+    placement: ProductPlacement,
     rebuild: Option<QuietRebuild>,
 ) -> Stream<'scope, Time, Vec<PairChange>> {
     // Hashed where the record enters, before any exchange sees the text id.
@@ -86,8 +90,19 @@ pub fn render_eligibility<'scope>(
     });
     let campaigns = campaign_windows(campaigns.broadcast(), clock);
     let ancestors = ancestor_changes(categories).broadcast();
-    let deltas = eligible_pairs(products, campaigns.clone(), ancestors, rebuild.clone());
+    let deltas = eligible_pairs(products, placement, campaigns.clone(), ancestors, rebuild.clone());
     pair_totals(deltas, campaigns, rebuild)
+}
+
+/// Where a product's records meet, to be applied in order against its held version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProductPlacement {
+    /// On the worker its key hashes to, whatever worker read them: for any source.
+    ByKey,
+    /// On the worker that read them, without an exchange: only for a source that gives
+    /// every record of a key to the same worker for the whole run (each Kafka partition
+    /// has one reader, and a key's records stay in one partition).
+    AsRead,
 }
 
 /// A rebuild from the changelogs before the job goes live.

@@ -16,6 +16,6 @@ pub mod state;
 #[cfg(test)]
 mod strategies;
 
-pub use eligibility::{render_eligibility, QuietRebuild};
+pub use eligibility::{render_eligibility, ProductPlacement, QuietRebuild};
 pub use model::{Campaign, Category, CategoryId, IdSet, PairChange, PairFigures, PairKey, Product, Time, Topic};
 pub use operators::campaign_windows::{ClockRule, JobClock};

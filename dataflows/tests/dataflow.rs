@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use dataflows::state::pairs::PairCount;
 use dataflows::{
-    render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product, QuietRebuild,
+    render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product, ProductPlacement,
+    QuietRebuild,
 };
 use support::{change, figures, run, run_with, sorted_changes, Event, Inputs};
 use timely::dataflow::operators::capture::Capture;
@@ -295,6 +296,7 @@ fn run_reconciled(
                 campaigns,
                 categories,
                 JobClock::stopped(scope),
+                ProductPlacement::ByKey,
                 quiet.then(|| QuietRebuild {
                     until: LIVE_FROM,
                     pairs: held_pairs.clone(),

@@ -8,9 +8,9 @@ mod support;
 use std::collections::BTreeMap;
 
 use dataflows::reference::{apply_changes, changes_between, PairState, ReferenceState};
-use dataflows::{Campaign, Category, CategoryId, IdSet, PairChange, Product, Time};
+use dataflows::{Campaign, Category, CategoryId, IdSet, PairChange, Product, ProductPlacement, Time};
 use proptest::prelude::*;
-use support::{change, figures, run, Event};
+use support::{change, figures, run, run_placed, Event};
 
 fn product(seller_id: u64, category_id: u64, stock: u32) -> Product {
     Product {
@@ -289,7 +289,11 @@ fn expected(batches: &[Vec<Event>]) -> Vec<PairChange> {
 }
 
 fn check(batches: &[Vec<Event>], workers: usize) -> Result<(), TestCaseError> {
-    let emitted = run(workers, batches.to_vec());
+    check_placed(batches, workers, ProductPlacement::ByKey)
+}
+
+fn check_placed(batches: &[Vec<Event>], workers: usize, placement: ProductPlacement) -> Result<(), TestCaseError> {
+    let emitted = run_placed(workers, batches.to_vec(), true, placement);
     // Replayed in time order, the changes obey the output contract.
     let mut by_time: BTreeMap<Time, Vec<PairChange>> = BTreeMap::new();
     for change in &emitted {
@@ -299,7 +303,7 @@ fn check(batches: &[Vec<Event>], workers: usize) -> Result<(), TestCaseError> {
     for changes in by_time.values() {
         apply_changes(&mut state, changes).map_err(TestCaseError::fail)?;
     }
-    prop_assert_eq!(emitted, expected(batches), "workers: {}", workers);
+    prop_assert_eq!(emitted, expected(batches), "workers: {}, {:?}", workers, placement);
     Ok(())
 }
 
@@ -310,5 +314,7 @@ proptest! {
     fn every_batch_matches_brute_force_on_trees(batches in prop::collection::vec(any_batch(), 1..16)) {
         check(&batches, 1)?;
         check(&batches, 3)?;
+        // Each product's records fed by one worker of three and kept there, as Kafka reads.
+        check_placed(&batches, 3, ProductPlacement::AsRead)?;
     }
 }

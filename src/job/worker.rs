@@ -400,7 +400,8 @@ pub(super) fn run_worker(
             pairs: held_pairs.clone(),
             products: job.source.rebuild_product_records().unwrap_or(0),
         });
-        let changes = render_eligibility(products, campaigns, categories, clock, rebuild);
+        let placement = job.source.product_placement(peers);
+        let changes = render_eligibility(products, campaigns, categories, clock, placement, rebuild);
         let mut held_inputs = Vec::new();
         let mut outputs = Vec::new();
         for (output, sink) in job.changes.iter().zip(change_sinks) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, ProductId, Time};
 use dataflows::operators::Upsert;
-use dataflows::ClockRule;
+use dataflows::{ClockRule, ProductPlacement};
 
 use crate::dead_letter::DeadLetter;
 use crate::progress::Checkpoint;
@@ -167,6 +167,13 @@ pub trait SourceFactory: Send + Sync + 'static {
     /// it starts: the product tables are sized for it instead of growing by doubling.
     fn rebuild_product_records(&self) -> Option<u64> {
         None
+    }
+
+    /// Where a product's records meet among `peers` workers: by default exchanged by key;
+    /// a source that gives every record of a key to one worker for the whole run may keep
+    /// them where they are read ([`ProductPlacement::AsRead`]).
+    fn product_placement(&self, _peers: usize) -> ProductPlacement {
+        ProductPlacement::ByKey
     }
 
     /// `live_from`: for a resumed run, the first live time every worker agreed on.

@@ -1,7 +1,7 @@
 //! Products meet campaigns where the products are: what each time adds to each pair.
 //!
 //! ```text
-//!  products (by key hash) ----------\
+//!  products (by key hash, or where read) \
 //!  campaigns (broadcast) ------------ EligiblePairs --> ((campaign tag, seller), (Δproducts, Δstock))
 //!  ancestor changes (broadcast) ----/                   summed per time on this worker
 //! ```
@@ -37,14 +37,14 @@
 use std::collections::BTreeMap;
 
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::Capability;
 use timely::dataflow::Stream;
 
 use crate::campaign_edit::Edit;
-use crate::eligibility::QuietRebuild;
+use crate::eligibility::{ProductPlacement, QuietRebuild};
 use crate::hashing::{FastMap, FastSet};
 use crate::model::{tag_of, Campaign, CampaignId, CategoryId, Product, ProductKey, SellerId, Tag, Time};
 use crate::operators::ancestors::AncestorChange;
@@ -59,24 +59,46 @@ pub type PairTag = (Tag, SellerId);
 pub type Contribution = (i64, i64);
 
 /// Builds the operator; `campaigns` and `ancestors` must reach every worker whole
-/// (broadcast).
+/// (broadcast). `placement` says where a product's records meet: every record of a key
+/// must reach the same worker, for as long as the dataflow runs.
 ///
 /// `rebuild`: the times up to its `until` change the state only, and what the state then
 /// holds leaves once, at `until`, as each (pair, totals) of this worker's share
 /// ([`EndOfRebuild`]).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
+    placement: ProductPlacement,
     campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
     ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
     rebuild: Option<QuietRebuild>,
 ) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>> {
+    match placement {
+        ProductPlacement::ByKey => {
+            let by_key = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
+            build(products, by_key, campaigns, ancestors, rebuild)
+        }
+        // No exchange: it moved every product between threads (~1 s of a 2-worker rebuild
+        // of 10M products, docs/benchmarks.md).
+        ProductPlacement::AsRead => build(products, Pipeline, campaigns, ancestors, rebuild),
+    }
+}
+
+fn build<'scope, P>(
+    products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
+    by_product: P,
+    campaigns: Stream<'scope, Time, Vec<Upsert<CampaignId, Campaign>>>,
+    ancestors: Stream<'scope, Time, Vec<AncestorChange>>,
+    rebuild: Option<QuietRebuild>,
+) -> Stream<'scope, Time, Vec<(PairTag, Contribution)>>
+where
+    P: ParallelizationContract<Time, Vec<Upsert<ProductKey, Product>>>,
+{
     let scope = products.scope();
     let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
     // Products go to workers by key: each gets about its share of the records read.
     let products_share = rebuild.map_or(0, |rebuild| rebuild.products.div_ceil(scope.peers() as u64));
     let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);
-    let by_product = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
     let mut products_in = builder.new_input(products, by_product);
     let mut campaigns_in = builder.new_input(campaigns, Pipeline);
     let mut ancestors_in = builder.new_input(ancestors, Pipeline);

@@ -9,7 +9,8 @@ use dataflows::decode::Change;
 use dataflows::model::{CampaignId, ProductId};
 use dataflows::operators::{PairChanges, Upsert};
 use dataflows::{
-    render_eligibility, Campaign, Category, CategoryId, JobClock, PairChange, PairFigures, PairKey, Product, Time,
+    render_eligibility, Campaign, Category, CategoryId, JobClock, PairChange, PairFigures, PairKey, Product,
+    ProductPlacement, Time,
 };
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::capture::{Capture, Extract};
@@ -75,7 +76,13 @@ impl Inputs {
 
     /// Sends a batch, each event with its position as sequence number.
     pub fn send(&mut self, batch: &[Event]) {
-        for (seq, event) in batch.iter().enumerate() {
+        self.send_some(batch, |_| true);
+    }
+
+    /// Sends the events of a batch that `keep` takes, each with its position in the whole
+    /// batch as sequence number.
+    pub fn send_some(&mut self, batch: &[Event], keep: impl Fn(&Event) -> bool) {
+        for (seq, event) in batch.iter().enumerate().filter(|(_, event)| keep(event)) {
             let seq = seq as u64;
             match event.clone() {
                 Event::Product(key, value) => self.products.send(Upsert {
@@ -102,6 +109,18 @@ pub fn run(workers: usize, batches: Vec<Vec<Event>>) -> Vec<PairChange> {
 /// As [`run`]; without `categories`, the dataflow gets an empty categories stream, as a
 /// job without a categories source does, and the batches must hold no category.
 pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> Vec<PairChange> {
+    run_placed(workers, batches, categories, ProductPlacement::ByKey)
+}
+
+/// As [`run_with`], the products placed by `placement`. `AsRead`: each product's records
+/// are fed by the worker its key's bytes sum to (as a Kafka partition has one reader);
+/// `ByKey`: worker 0 feeds everything.
+pub fn run_placed(
+    workers: usize,
+    batches: Vec<Vec<Event>>,
+    categories: bool,
+    placement: ProductPlacement,
+) -> Vec<PairChange> {
     let (send, recv) = mpsc::channel();
     let send = Arc::new(Mutex::new(send));
     let batches = Arc::new(batches);
@@ -113,16 +132,23 @@ pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> V
                 true => tree,
                 false => empty(scope),
             };
-            render_eligibility(products, campaigns, tree, JobClock::stopped(scope), None)
+            render_eligibility(products, campaigns, tree, JobClock::stopped(scope), placement, None)
                 .pair_changes(|_| 0)
                 .capture_into(send);
             inputs
         });
-        // Worker 0 feeds everything; the others only advance time.
+        let (index, peers) = (worker.index(), worker.peers());
+        let reader = |key: &str| key.bytes().map(usize::from).sum::<usize>() % peers;
         for (time, batch) in batches.iter().enumerate() {
             inputs.advance_to(time as Time);
-            if worker.index() == 0 {
-                inputs.send(batch);
+            match placement {
+                // Worker 0 feeds everything; the others only advance time.
+                ProductPlacement::ByKey if index == 0 => inputs.send(batch),
+                ProductPlacement::ByKey => {}
+                ProductPlacement::AsRead => inputs.send_some(batch, |event| match event {
+                    Event::Product(key, _) => reader(key) == index,
+                    _ => index == 0,
+                }),
             }
         }
     })

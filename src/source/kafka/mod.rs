@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use dataflows::decode::decode_message;
 use dataflows::model::{Time, Topic};
-use dataflows::ClockRule;
+use dataflows::{ClockRule, ProductPlacement};
 use prometheus_client::metrics::counter::Counter;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -91,6 +91,23 @@ impl SourceFactory for KafkaSourceFactory {
             .iter()
             .filter(|start| start.id.kind == Topic::Products);
         Some(products.map(PartitionStart::rebuild_records).sum())
+    }
+
+    /// Kept where read when every worker reads as many product partitions: each partition
+    /// has one reader for the whole run and a key's records stay in one partition, so a
+    /// key's records all reach one worker; an uneven deal would leave the workers unequal
+    /// shares of the products, so it exchanges them by key instead.
+    fn product_placement(&self, peers: usize) -> ProductPlacement {
+        let partitions = self
+            .plan
+            .partitions
+            .iter()
+            .filter(|start| start.id.kind == Topic::Products)
+            .count();
+        match partitions % peers.max(1) {
+            0 => ProductPlacement::AsRead,
+            _ => ProductPlacement::ByKey,
+        }
     }
 
     /// The wall clock by default: the rebuild's times read the agreed first live time,
@@ -583,5 +600,73 @@ fn give_back_prefetch_memory() {
     // SAFETY: malloc_trim only releases free memory of the C allocator; it has no preconditions.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn factory(products: i32, campaigns: i32) -> KafkaSourceFactory {
+        let starts = |kind: Topic, topic: &'static str, count: i32| {
+            (0..count).map(move |partition| PartitionStart {
+                id: PartitionId {
+                    kind,
+                    topic: topic.to_owned(),
+                    partition,
+                },
+                first: 0,
+                rebuild_until: 10,
+            })
+        };
+        let partitions = starts(Topic::Products, "products", products)
+            .chain(starts(Topic::Campaigns, "campaigns", campaigns))
+            .collect();
+        KafkaSourceFactory {
+            kafka: KafkaConfig::for_brokers("b:9092"),
+            batching: BatchingConfig::default(),
+            plan: StartPlan {
+                partitions,
+                dead_letters_written_below: Default::default(),
+            },
+            metrics: Arc::new(Metrics::new()),
+            stop_at_end: false,
+            siblings: Default::default(),
+        }
+    }
+
+    #[test]
+    fn products_stay_where_read_only_when_every_worker_reads_as_many_product_partitions() {
+        let six = factory(6, 4);
+        for peers in [1, 2, 3, 6] {
+            assert_eq!(
+                six.product_placement(peers),
+                ProductPlacement::AsRead,
+                "{peers} workers"
+            );
+        }
+        for peers in [4, 5, 7, 12] {
+            assert_eq!(six.product_placement(peers), ProductPlacement::ByKey, "{peers} workers");
+        }
+        // Each worker's product partitions, as the source deals them: as many when divisible.
+        let all: Vec<PartitionId> = six.plan.partitions.iter().map(|start| start.id.clone()).collect();
+        for peers in 1..=8 {
+            let counts: BTreeSet<usize> = (0..peers)
+                .map(|worker| {
+                    partitions_of(&all, worker, peers)
+                        .iter()
+                        .filter(|id| id.kind == Topic::Products)
+                        .count()
+                })
+                .collect();
+            let even = counts.len() == 1;
+            assert_eq!(
+                six.product_placement(peers) == ProductPlacement::AsRead,
+                even,
+                "{peers} workers"
+            );
+        }
     }
 }
