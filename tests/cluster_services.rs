@@ -126,7 +126,9 @@ fn three_processes_of_two_workers_write_the_index_one_worker_writes() {
     if cluster != single {
         // What went wrong in a cluster is in its processes' warnings: keep them.
         for (index, (_, stderr)) in logs.iter().enumerate() {
-            let warnings: Vec<&str> = stderr.lines().filter(|line| !line.contains("INFO")).take(20).collect();
+            let warnings: Vec<&str> = stderr.lines().filter(|line| !line.contains("INFO")).collect();
+            // The last ones: a failure is usually the end of the log.
+            let warnings = &warnings[warnings.len().saturating_sub(20)..];
             eprintln!("process {index}'s warnings and errors:\n{}", warnings.join("\n"));
         }
     }

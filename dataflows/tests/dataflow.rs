@@ -243,11 +243,13 @@ enum HeldFeed {
 }
 
 /// with the output reconciled against `held` pairs; `quiet` keeps the rebuild's own changes
-/// inside the dataflow; `feed` says when the held input closes.
+/// inside the dataflow; `feed` says when the held input closes; `placement` where the
+/// products meet (and so which worker feeds them).
 /// Also returns the most rebuilt pairs the reconcile kept waiting for the held pairs.
 fn run_reconciled(
     quiet: bool,
     feed: HeldFeed,
+    placement: ProductPlacement,
     held: Vec<(PairKey, PairFigures)>,
     rebuild: Vec<Vec<Event>>,
     live: Vec<Vec<Event>>,
@@ -296,7 +298,7 @@ fn run_reconciled(
                 campaigns,
                 categories,
                 JobClock::stopped(scope),
-                ProductPlacement::ByKey,
+                placement,
                 quiet.then(|| QuietRebuild {
                     until: LIVE_FROM,
                     pairs: held_pairs.clone(),
@@ -324,9 +326,7 @@ fn run_reconciled(
                     held_in.advance_to(*time);
                 }
             }
-            if worker.index() == 0 {
-                inputs.send(batch);
-            }
+            inputs.send_placed(batch, placement, worker.index(), worker.peers());
         }
         if feed == HeldFeed::Late {
             // The rebuild ends and its pairs reach the reconcile before the held input closes:
@@ -388,21 +388,33 @@ fn a_rebuild_writes_only_what_differs_from_what_the_sinks_hold() {
         ],
     ];
     let live = vec![vec![Event::Product("p-1", None)]];
-    let (quiet, kept_waiting) = run_reconciled(true, HeldFeed::Early, held.clone(), rebuild.clone(), live.clone());
+    let by_key = ProductPlacement::ByKey;
+    let (quiet, kept_waiting) = run_reconciled(
+        true,
+        HeldFeed::Early,
+        by_key,
+        held.clone(),
+        rebuild.clone(),
+        live.clone(),
+    );
     assert_eq!(
         kept_waiting, 0,
         "held pairs in first: each rebuilt pair is checked as it arrives"
     );
-    for (is_quiet, feed) in [
-        (true, HeldFeed::Along),
-        (true, HeldFeed::Late),
-        (false, HeldFeed::Early),
-        (false, HeldFeed::Along),
+    for (is_quiet, feed, placement) in [
+        (true, HeldFeed::Along, by_key),
+        (true, HeldFeed::Late, by_key),
+        (false, HeldFeed::Early, by_key),
+        (false, HeldFeed::Along, by_key),
+        // Each product's records fed by one of the two workers and kept there, as Kafka reads.
+        (true, HeldFeed::Early, ProductPlacement::AsRead),
+        (false, HeldFeed::Early, ProductPlacement::AsRead),
     ] {
-        let (changes, kept_waiting) = run_reconciled(is_quiet, feed, held.clone(), rebuild.clone(), live.clone());
+        let (changes, kept_waiting) =
+            run_reconciled(is_quiet, feed, placement, held.clone(), rebuild.clone(), live.clone());
         assert_eq!(
             changes, quiet,
-            "quiet {is_quiet}, held fed {feed:?}: every way ends in the same changes"
+            "quiet {is_quiet}, held fed {feed:?}, {placement:?}: every way ends in the same changes"
         );
         if is_quiet {
             // Held pairs that come after the rebuild's end keep its pairs waiting.

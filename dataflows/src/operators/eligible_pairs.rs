@@ -77,8 +77,8 @@ pub fn eligible_pairs<'scope>(
             let by_key = Exchange::new(|update: &Upsert<ProductKey, Product>| update.key.route());
             build(products, by_key, campaigns, ancestors, rebuild)
         }
-        // No exchange: it moved every product between threads (~1 s of a 2-worker rebuild
-        // of 10M products, docs/benchmarks.md).
+        // No exchange: it moved every product between threads (~0.8 core-s, 0.5 s of a
+        // 2-worker rebuild of 10M products, docs/benchmarks.md).
         ProductPlacement::AsRead => build(products, Pipeline, campaigns, ancestors, rebuild),
     }
 }
@@ -95,7 +95,8 @@ where
 {
     let scope = products.scope();
     let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
-    // Products go to workers by key: each gets about its share of the records read.
+    // Products spread over the workers by key, or by partitions dealt evenly (`AsRead`):
+    // each gets about its share of the records read (a hint for the table's size only).
     let products_share = rebuild.map_or(0, |rebuild| rebuild.products.div_ceil(scope.peers() as u64));
     let mut builder = OperatorBuilder::new("EligiblePairs".to_owned(), scope);
     let activator = scope.activator_for(builder.operator_info().address);

@@ -79,6 +79,21 @@ impl Inputs {
         self.send_some(batch, |_| true);
     }
 
+    /// Sends what worker `index` of `peers` feeds of a batch under `placement`: `ByKey`,
+    /// worker 0 feeds everything; `AsRead`, each product's records are fed by the worker its
+    /// key's bytes sum to (as a Kafka partition has one reader), the rest by worker 0.
+    pub fn send_placed(&mut self, batch: &[Event], placement: ProductPlacement, index: usize, peers: usize) {
+        let reader = |key: &str| key.bytes().map(usize::from).sum::<usize>() % peers;
+        match placement {
+            ProductPlacement::ByKey if index == 0 => self.send(batch),
+            ProductPlacement::ByKey => {}
+            ProductPlacement::AsRead => self.send_some(batch, |event| match event {
+                Event::Product(key, _) => reader(key) == index,
+                _ => index == 0,
+            }),
+        }
+    }
+
     /// Sends the events of a batch that `keep` takes, each with its position in the whole
     /// batch as sequence number.
     pub fn send_some(&mut self, batch: &[Event], keep: impl Fn(&Event) -> bool) {
@@ -112,9 +127,7 @@ pub fn run_with(workers: usize, batches: Vec<Vec<Event>>, categories: bool) -> V
     run_placed(workers, batches, categories, ProductPlacement::ByKey)
 }
 
-/// As [`run_with`], the products placed by `placement`. `AsRead`: each product's records
-/// are fed by the worker its key's bytes sum to (as a Kafka partition has one reader);
-/// `ByKey`: worker 0 feeds everything.
+/// As [`run_with`], the products placed and fed as [`Inputs::send_placed`] says.
 pub fn run_placed(
     workers: usize,
     batches: Vec<Vec<Event>>,
@@ -137,19 +150,9 @@ pub fn run_placed(
                 .capture_into(send);
             inputs
         });
-        let (index, peers) = (worker.index(), worker.peers());
-        let reader = |key: &str| key.bytes().map(usize::from).sum::<usize>() % peers;
         for (time, batch) in batches.iter().enumerate() {
             inputs.advance_to(time as Time);
-            match placement {
-                // Worker 0 feeds everything; the others only advance time.
-                ProductPlacement::ByKey if index == 0 => inputs.send(batch),
-                ProductPlacement::ByKey => {}
-                ProductPlacement::AsRead => inputs.send_some(batch, |event| match event {
-                    Event::Product(key, _) => reader(key) == index,
-                    _ => index == 0,
-                }),
-            }
+            inputs.send_placed(batch, placement, worker.index(), worker.peers());
         }
     })
     .unwrap();
