@@ -77,20 +77,17 @@ pub struct KafkaSourceFactory {
 
 impl SourceFactory for KafkaSourceFactory {
     fn reads_categories(&self) -> bool {
-        self.plan
-            .partitions
-            .iter()
-            .any(|start| start.id.kind == Topic::Categories)
+        self.plan.of_kind(Topic::Categories).next().is_some()
     }
 
     /// The plan is the same in every process, so every worker sizes for the same total.
     fn rebuild_product_records(&self) -> Option<u64> {
-        let products = self
-            .plan
-            .partitions
-            .iter()
-            .filter(|start| start.id.kind == Topic::Products);
-        Some(products.map(PartitionStart::rebuild_records).sum())
+        Some(
+            self.plan
+                .of_kind(Topic::Products)
+                .map(PartitionStart::rebuild_records)
+                .sum(),
+        )
     }
 
     /// Kept where read when every worker reads as many product partitions: each partition
@@ -98,13 +95,7 @@ impl SourceFactory for KafkaSourceFactory {
     /// key's records all reach one worker; an uneven deal would leave the workers unequal
     /// shares of the products, so it exchanges them by key instead.
     fn product_placement(&self, peers: usize) -> ProductPlacement {
-        let partitions = self
-            .plan
-            .partitions
-            .iter()
-            .filter(|start| start.id.kind == Topic::Products)
-            .count();
-        match partitions % peers.max(1) {
+        match self.plan.of_kind(Topic::Products).count() % peers.max(1) {
             0 => ProductPlacement::AsRead,
             _ => ProductPlacement::ByKey,
         }

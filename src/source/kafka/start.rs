@@ -121,6 +121,13 @@ pub struct StartPlan {
     pub dead_letters_written_below: BTreeMap<(String, i32), i64>,
 }
 
+impl StartPlan {
+    /// The partitions of one kind of topic.
+    pub fn of_kind(&self, kind: Topic) -> impl Iterator<Item = &PartitionStart> {
+        self.partitions.iter().filter(move |start| start.id.kind == kind)
+    }
+}
+
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reads the topics' metadata and offsets and works out the plan, waiting for the brokers
