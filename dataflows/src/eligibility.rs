@@ -54,6 +54,7 @@ use crate::operators::eligible_pairs::eligible_pairs;
 use crate::operators::pair_totals::pair_totals;
 use crate::operators::Upsert;
 use crate::state::pairs::PairCount;
+use crate::state::LentShares;
 
 /// Builds the eligibility dataflow and returns the changes of every pair whose figures
 /// moved, once per pair and time, unsorted, on the worker that holds the pair's totals.
@@ -116,4 +117,8 @@ pub struct QuietRebuild {
     /// than the products it ends with only by the versions compaction has not yet removed,
     /// so it sizes each worker's product table for its share at once.
     pub products: u64,
+    /// Where the workers of this process lend each other their products at the end, so
+    /// that each seller is summed once per process: one `LentShares::new(workers)` per
+    /// process, cloned into its workers (`LentShares::default()`: each worker alone).
+    pub lent: LentShares,
 }

@@ -6,6 +6,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use dataflows::state::pairs::PairCount;
+use dataflows::state::LentShares;
 use dataflows::{
     render_eligibility, Campaign, IdSet, JobClock, PairChange, PairFigures, PairKey, Product, ProductPlacement,
     QuietRebuild,
@@ -285,6 +286,8 @@ fn run_reconciled(
     held_pairs.note(held.len());
     let kept_waiting = KeptWaiting::default();
     let waiting = kept_waiting.clone();
+    // One per process: the workers lend each other their products at the rebuild's end.
+    let lent = LentShares::new(2);
     timely::execute(timely::Config::process(2), move |worker| {
         let send = send.lock().unwrap().clone();
         let held_pairs = held_pairs.clone();
@@ -303,6 +306,7 @@ fn run_reconciled(
                     until: LIVE_FROM,
                     pairs: held_pairs.clone(),
                     products: product_records,
+                    lent: lent.clone(),
                 }),
             );
             // Routed by pair: a held pair deleted on another worker than 0 needs its name there.

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use dataflows::model::Time;
 use dataflows::operators::reconcile::KeptWaiting;
 use dataflows::state::pairs::PairCount;
+use dataflows::state::LentShares;
 
 use crate::cluster::ClusterOptions;
 use crate::dead_letter::DeadLetter;
@@ -154,6 +155,8 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
     let abort = Arc::new(AtomicBool::new(false));
     // How many pairs the sinks hold, once worker 0 has read them: sizes the pair tables.
     let held_pairs = PairCount::default();
+    // Where this process's workers lend each other their products at a rebuild's end.
+    let lent_shares = LentShares::new(job.cluster.workers);
     let kept_waiting = KeptWaiting::default();
     let waited = kept_waiting.clone();
     let (done_tx, done) = mpsc::channel();
@@ -170,7 +173,7 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
                     timely::execute::execute_from(allocators, guard, worker, move |worker| {
                         workers_connected.store(true, Ordering::SeqCst);
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            worker::run_worker(worker, &job, &held_pairs, &kept_waiting, &abort)
+                            worker::run_worker(worker, &job, &held_pairs, &lent_shares, &kept_waiting, &abort)
                         }));
                         if !matches!(result, Ok(Ok(()))) {
                             abort.store(true, Ordering::SeqCst);

@@ -15,6 +15,7 @@ use dataflows::model::{Campaign, CampaignId, Category, CategoryId, Product, Prod
 use dataflows::operators::reconcile::{HeldItem, KeptWaiting};
 use dataflows::operators::{reconcile_with_held, Upsert};
 use dataflows::state::pairs::PairCount;
+use dataflows::state::LentShares;
 use dataflows::{render_eligibility, ClockRule, JobClock, QuietRebuild};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
@@ -337,6 +338,7 @@ pub(super) fn run_worker(
     worker: &mut Worker,
     job: &Job,
     held_pairs: &PairCount,
+    lent_shares: &LentShares,
     kept_waiting: &KeptWaiting,
     abort: &AtomicBool,
 ) -> Result<(), JobError> {
@@ -399,6 +401,7 @@ pub(super) fn run_worker(
             until,
             pairs: held_pairs.clone(),
             products: job.source.rebuild_product_records().unwrap_or(0),
+            lent: lent_shares.clone(),
         });
         let placement = job.source.product_placement(peers);
         let changes = render_eligibility(products, campaigns, categories, clock, placement, rebuild);

@@ -27,14 +27,18 @@
 //!
 //! A rebuild (`quiet_until`) skips the three steps for its times: they only change the
 //! state (products are loaded unindexed and indexed once at the end), and once every input
-//! has passed `quiet_until` each seller's products are met once, giving `F(P, C, T)` of the whole share at `quiet_until` (its chunks' deltas
-//! would add up to several times the pairs they end at).
+//! has passed `quiet_until` each seller's products are met once, giving `F(P, C, T)` at
+//! `quiet_until` (its chunks' deltas would add up to several times the pairs they end at).
+//! There the workers of a process lend each other their shares ([`LentShares`]) and sum
+//! each seller once, from every share: one total per pair and process, not one per worker.
 //!
 //! The steps telescope to exactly `F(P_t, C_t, T_t) - F(P_{t-1}, C_{t-1}, T_{t-1})`, the
 //! change of every pair's totals at `t`, summed on this worker before anything is
 //! exchanged. Without category records the tree stays empty and each step is the flat one.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::{Exchange, ParallelizationContract, Pipeline};
@@ -51,7 +55,7 @@ use crate::operators::ancestors::AncestorChange;
 use crate::operators::upsert::{LatestUpserts, Upsert};
 use crate::rule::{admits_category, index_campaign, is_eligible, CampaignIndex, PredicateKey, NO_ANCESTORS};
 use crate::state::campaigns::Handle;
-use crate::state::{CampaignTable, CategoryTree, ProductTable};
+use crate::state::{CampaignTable, CategoryTree, LentShares, ProductTable};
 
 /// A pair as the hot path keys it: (campaign tag, seller).
 pub type PairTag = (Tag, SellerId);
@@ -63,8 +67,8 @@ pub type Contribution = (i64, i64);
 /// must reach the same worker, for as long as the dataflow runs.
 ///
 /// `rebuild`: the times up to its `until` change the state only, and what the state then
-/// holds leaves once, at `until`, as each (pair, totals) of this worker's share
-/// ([`EndOfRebuild`]).
+/// holds leaves once, at `until`, as each (pair, totals) of the sellers this worker sums
+/// from every share of its process ([`EndOfRebuild`]).
 pub fn eligible_pairs<'scope>(
     products: Stream<'scope, Time, Vec<Upsert<ProductKey, Product>>>,
     placement: ProductPlacement,
@@ -95,6 +99,8 @@ where
 {
     let scope = products.scope();
     let quiet_until = rebuild.as_ref().map(|rebuild| rebuild.until);
+    let lent = rebuild.as_ref().map(|rebuild| rebuild.lent.clone()).unwrap_or_default();
+    let worker = scope.index();
     // Products spread over the workers by key, or by partitions dealt evenly (`AsRead`):
     // each gets about its share of the records read (a hint for the table's size only).
     let products_share = rebuild.map_or(0, |rebuild| rebuild.products.div_ceil(scope.peers() as u64));
@@ -109,7 +115,7 @@ where
         // Held at `quiet_until` until the end of the rebuild is given.
         let mut end = quiet_until.map(|time| capabilities.pop().expect("one output").delayed(&time));
         drop(capabilities);
-        let mut end_of_rebuild: Option<EndOfRebuild> = None;
+        let mut ending: Option<Ending> = None;
         let mut pending: BTreeMap<Time, PendingTime> = BTreeMap::new();
         let mut state = Matcher::default();
         state
@@ -139,18 +145,43 @@ where
             });
             let passed = |time: &Time| !frontiers.iter().any(|frontier| frontier.less_equal(time));
             loop {
-                if let Some(giving) = end_of_rebuild.as_mut() {
-                    let done = giving.next_slice(&mut state);
-                    output
-                        .session(&giving.capability)
-                        .give_iterator(state.seller_deltas.drain(..));
-                    if !done {
-                        // The later times wait until every slice is out.
-                        activator.activate();
-                        return;
+                // The later times wait until the end is given and the share is back.
+                match ending.take() {
+                    Some(Ending::Lent(capability)) => {
+                        let Some(shares) = lent.all() else {
+                            ending = Some(Ending::Lent(capability));
+                            activator.activate_after(LENDING_POLL);
+                            return;
+                        };
+                        ending = Some(Ending::Summing(EndOfRebuild::new(capability, shares, &lent)));
+                        continue;
                     }
-                    end_of_rebuild = None;
-                    state.shrink_scratch((0, 0));
+                    Some(Ending::Summing(mut giving)) => {
+                        let done = giving.next_slice(&mut state);
+                        output
+                            .session(&giving.capability)
+                            .give_iterator(state.seller_deltas.drain(..));
+                        if !done {
+                            ending = Some(Ending::Summing(giving));
+                            activator.activate();
+                            return;
+                        }
+                        // Its shares and its capability: the totals may go on.
+                        drop(giving);
+                        lent.finish();
+                        state.shrink_scratch((0, 0));
+                        ending = Some(Ending::Returning);
+                        continue;
+                    }
+                    Some(Ending::Returning) => {
+                        let Some(share) = lent.take_back(worker) else {
+                            ending = Some(Ending::Returning);
+                            activator.activate_after(LENDING_POLL);
+                            return;
+                        };
+                        state.products = share;
+                    }
+                    None => {}
                 }
                 let next = pending.first_key_value().map(|(time, _)| *time);
                 if let Some(end_time) = end.as_ref().map(|capability| *capability.time()) {
@@ -160,7 +191,8 @@ where
                         }
                         let capability = end.take().expect("checked");
                         state.products.index();
-                        end_of_rebuild = Some(EndOfRebuild::new(capability, &state.products));
+                        lent.lend(worker, std::mem::take(&mut state.products));
+                        ending = Some(Ending::Lent(capability));
                         continue;
                     }
                 }
@@ -476,54 +508,76 @@ impl Matcher {
     }
 }
 
-/// The end of a rebuild: every pair the worker's share of the products reaches, with its
-/// totals from this share, given seller by seller in slices (what is given waits in the
-/// channel until the totals take it).
+/// Where a worker is in the end of a rebuild ([`LentShares`]).
+enum Ending {
+    /// Its share is lent; it waits for the other workers' shares.
+    Lent(Capability<Time>),
+    /// It sums its sellers from every share.
+    Summing(EndOfRebuild),
+    /// It is done; it waits until no worker reads the shares, to take its own back.
+    Returning,
+}
+
+/// How often a worker waiting for the others' shares, or for its own, looks again: the
+/// others are then indexing or summing theirs, a matter of seconds at millions of products.
+const LENDING_POLL: Duration = Duration::from_millis(1);
+
+/// The end of a rebuild: every pair this worker's sellers reach, with their totals from
+/// every share of its process, given seller by seller in slices (what is given waits in
+/// the channel until the totals take it).
 struct EndOfRebuild {
     capability: Capability<Time>,
-    sellers: Vec<SellerId>,
-    next: usize,
-    /// The products of the seller being summed, copied out of the slab.
+    /// Every share of this worker's process, lent for the end.
+    shares: Vec<Arc<ProductTable>>,
+    /// Where the sellers are claimed.
+    lent: LentShares,
+    /// The products of the seller being summed, copied out of the slabs.
     gathered: Vec<Product>,
 }
 
 /// At most about this many pairs leave in one activation.
 const END_SLICE: usize = if cfg!(test) { 64 } else { 1 << 18 };
 
+/// Sellers claimed at a time: a few, so that the workers end together.
+const SELLERS_PER_CLAIM: usize = 16;
+
 impl EndOfRebuild {
-    fn new(capability: Capability<Time>, products: &ProductTable) -> Self {
-        let mut sellers = products.sellers();
-        // Deterministic work order (the sums do not depend on it).
-        sellers.sort_unstable();
+    fn new(capability: Capability<Time>, shares: Vec<Arc<ProductTable>>, lent: &LentShares) -> Self {
         EndOfRebuild {
             capability,
-            sellers,
-            next: 0,
+            shares,
+            lent: lent.clone(),
             gathered: Vec::new(),
         }
     }
 
-    /// Sums the next sellers into `state.seller_deltas`; whether it was the last slice.
+    /// Sums the next sellers into `state.seller_deltas`; whether none is left.
     fn next_slice(&mut self, state: &mut Matcher) -> bool {
         state.campaigns.prepare();
-        while let Some(&seller_id) = self.sellers.get(self.next) {
-            self.next += 1;
-            // Copied out first: a seller's products lie anywhere in the slab, and a tight
-            // loop of loads has its cache misses in flight together, where fetching each
-            // between the campaign checks waited for them one by one (a quarter of this
-            // operator's time).
-            self.gathered.clear();
-            self.gathered
-                .extend(state.products.with_key(PredicateKey::Seller(seller_id)).copied());
-            let versions = self.gathered.iter().map(|product| (product, 1));
-            state
-                .sums
-                .add_seller(&state.campaigns, seller_id, versions, &mut state.seller_deltas);
+        loop {
+            let claimed = self.lent.claim(&self.shares, SELLERS_PER_CLAIM);
+            if claimed.is_empty() {
+                return true;
+            }
+            for &seller_id in claimed {
+                // Copied out first: a seller's products lie anywhere in the slabs, and a
+                // tight loop of loads has its cache misses in flight together, where
+                // fetching each between the campaign checks waited for them one by one (a
+                // quarter of this operator's time).
+                self.gathered.clear();
+                for share in &self.shares {
+                    self.gathered
+                        .extend(share.with_key(PredicateKey::Seller(seller_id)).copied());
+                }
+                let versions = self.gathered.iter().map(|product| (product, 1));
+                state
+                    .sums
+                    .add_seller(&state.campaigns, seller_id, versions, &mut state.seller_deltas);
+            }
             if state.seller_deltas.len() >= END_SLICE {
-                break;
+                return false;
             }
         }
-        self.next == self.sellers.len()
     }
 }
 

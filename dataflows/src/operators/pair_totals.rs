@@ -288,6 +288,7 @@ mod tests {
                     until: 2,
                     pairs,
                     products: 0,
+                    lent: Default::default(),
                 };
                 pair_totals(deltas, campaigns, Some(rebuild)).capture_into(send);
                 (early_in, deltas_in, campaigns_in)

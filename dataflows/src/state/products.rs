@@ -194,16 +194,13 @@ impl ProductTable {
         self.products.iter()
     }
 
-    /// The sellers with a product here.
-    pub fn sellers(&self) -> Vec<SellerId> {
+    /// The sellers with a product here, and how many products each has here.
+    pub fn seller_counts(&self) -> impl Iterator<Item = (SellerId, usize)> + '_ {
         self.assert_indexed();
-        self.by_key
-            .keys()
-            .filter_map(|key| match key {
-                PredicateKey::Seller(seller) => Some(*seller),
-                _ => None,
-            })
-            .collect()
+        self.by_key.iter().filter_map(|(key, slots)| match key {
+            PredicateKey::Seller(seller) => Some((*seller, slots.len())),
+            _ => None,
+        })
     }
 
     /// A lagging index would miss products silently: reading one is a bug, not a slow path.
@@ -371,9 +368,11 @@ mod load_tests {
 
     use super::*;
 
-    /// Everything the index answers, in a comparable form.
-    fn answers(table: &ProductTable) -> (Vec<SellerId>, Vec<(PredicateKey, Vec<Product>)>) {
-        let mut sellers = table.sellers();
+    /// Everything the index answers, in a comparable form: each seller's count, each key's products.
+    type Answers = (Vec<(SellerId, usize)>, Vec<(PredicateKey, Vec<Product>)>);
+
+    fn answers(table: &ProductTable) -> Answers {
+        let mut sellers: Vec<(SellerId, usize)> = table.seller_counts().collect();
         sellers.sort();
         let keys = (0..4).flat_map(|id| {
             [
@@ -448,7 +447,7 @@ mod load_tests {
                 stock: 5,
             }),
         );
-        table.sellers();
+        let _ = table.seller_counts();
     }
 }
 
