@@ -177,6 +177,12 @@ pub fn run(job: Job) -> Result<JobReport, JobError> {
                         }));
                         if !matches!(result, Ok(Ok(()))) {
                             abort.store(true, Ordering::SeqCst);
+                            // Timely steps a worker's dataflows until they complete once this
+                            // closure returns: with a failed worker they never would, and the
+                            // job would hang instead of failing.
+                            for dataflow in worker.installed_dataflows() {
+                                worker.drop_dataflow(dataflow);
+                            }
                         }
                         result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                     })
