@@ -142,16 +142,19 @@ mod tests {
         share.seller_counts().map(|(seller, _count)| seller).collect()
     }
 
-    fn share_of(seller: SellerId) -> ProductTable {
-        let mut share = ProductTable::default();
-        let product = Product {
+    fn product_of(seller: SellerId) -> Product {
+        Product {
             seller_id: seller,
             category_id: 1,
             brand_id: 1,
             price_minor: 100,
             stock: 1,
-        };
-        share.upsert(ProductKey([seller, 0]), Some(product));
+        }
+    }
+
+    fn share_of(seller: SellerId) -> ProductTable {
+        let mut share = ProductTable::default();
+        share.upsert(ProductKey([seller, 0]), Some(product_of(seller)));
         share
     }
 
@@ -180,14 +183,7 @@ mod tests {
         for seller in 0..300u64 {
             for _ in 0..=seller % 7 {
                 key += 1;
-                let product = Product {
-                    seller_id: seller,
-                    category_id: 1,
-                    brand_id: 1,
-                    price_minor: 100,
-                    stock: 1,
-                };
-                shares[(key % 2) as usize].upsert(ProductKey([key, key]), Some(product));
+                shares[(key % 2) as usize].upsert(ProductKey([key, key]), Some(product_of(seller)));
             }
         }
         let shares: Vec<Arc<ProductTable>> = shares.into_iter().map(Arc::new).collect();
