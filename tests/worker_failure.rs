@@ -12,12 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dataflows::model::{PairChange, Time};
-use eligibility::cluster::ClusterOptions;
-use eligibility::job::{self, Job, JobError};
+use eligibility::dead_letter::DeadLetter;
+use eligibility::job::{self, JobError};
 use eligibility::metrics::Metrics;
-use eligibility::sink::contract::{on_first_worker, ChangeOutput, Sink, SinkError};
-use eligibility::source::event_log::{EventLogFactory, EventLogInput};
-use support::{path_str, run_ok, MemorySink};
+use eligibility::sink::contract::{ChangeOutput, Sink, SinkError};
+use support::{event_log_job, path_str, run_ok, MemorySink};
 
 /// Refuses every write for good.
 struct RefusingSink;
@@ -55,29 +54,17 @@ fn a_failed_sink_on_one_worker_fails_the_job_instead_of_hanging_it() {
         path_str(&events),
     ]);
     let log = std::fs::read(&events).unwrap();
-    let (letters_sink, _letters) = MemorySink::<eligibility::dead_letter::DeadLetter>::new();
-    let job = Job {
-        cluster: ClusterOptions {
-            workers: 2,
-            ..ClusterOptions::default()
-        },
-        source: Arc::new(EventLogFactory {
-            input: EventLogInput::Bytes(Arc::new(log)),
-            batch_size: 100,
-            max_unacknowledged_records: 400,
-        }),
-        changes: vec![ChangeOutput::on_first_worker(
-            "refusing",
-            Some(Box::new(RefusingSink)),
-            Default::default(),
-        )],
-        dead_letters: on_first_worker(Some(Box::new(letters_sink))),
-        metrics: Arc::new(Metrics::new()),
-        live_from: None,
-        progress: None,
-        progress_every: None,
-        shutdown_grace: None,
-    };
+    let (letters_sink, _letters) = MemorySink::<DeadLetter>::new();
+    let refusing = ChangeOutput::on_first_worker("refusing", Some(Box::new(RefusingSink)), Default::default());
+    let job = event_log_job(
+        log,
+        100,
+        2,
+        None,
+        refusing,
+        Box::new(letters_sink),
+        Arc::new(Metrics::new()),
+    );
     let (done, outcome) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = done.send(job::run(job));

@@ -121,25 +121,23 @@ pub fn run_in_memory_from(
     (changes, letters)
 }
 
-/// [`run_in_memory_from`] into a memory sink that holds `held` (read as the state says: a
-/// `HeldState::read_beside` comes in when its thread ends), with the job's report.
-pub fn run_in_memory_held(
+/// A job of `workers` workers in this process reading `log`, an event log in memory, in
+/// batches of `batch_size`, writing `changes` and `letters` on worker 0.
+pub fn event_log_job(
     log: Vec<u8>,
     batch_size: u64,
     workers: usize,
     live_from: Option<Time>,
-    held: eligibility::sink::contract::HeldState,
-) -> (Vec<PairChange>, Vec<DeadLetter>, eligibility::job::JobReport) {
+    changes: eligibility::sink::contract::ChangeOutput,
+    letters: Box<dyn Sink<DeadLetter>>,
+    metrics: Arc<eligibility::metrics::Metrics>,
+) -> eligibility::job::Job {
     use eligibility::cluster::ClusterOptions;
-    use eligibility::job::{self, Job};
-    use eligibility::metrics::Metrics;
-    use eligibility::sink::contract::{on_first_worker, ChangeOutput};
+    use eligibility::job::Job;
+    use eligibility::sink::contract::on_first_worker;
     use eligibility::source::event_log::{EventLogFactory, EventLogInput};
 
-    let (changes_sink, changes) = MemorySink::<PairChange>::new();
-    let (letters_sink, letters) = MemorySink::<DeadLetter>::new();
-    let metrics = Arc::new(Metrics::new());
-    let job = Job {
+    Job {
         cluster: ClusterOptions {
             workers,
             ..ClusterOptions::default()
@@ -149,18 +147,42 @@ pub fn run_in_memory_held(
             batch_size,
             max_unacknowledged_records: 4 * batch_size,
         }),
-        changes: vec![ChangeOutput::on_first_worker(
-            "memory",
-            Some(Box::new(changes_sink)),
-            held,
-        )],
-        dead_letters: on_first_worker(Some(Box::new(letters_sink))),
-        metrics: metrics.clone(),
+        changes: vec![changes],
+        dead_letters: on_first_worker(Some(letters)),
+        metrics,
         live_from,
         progress: None,
         progress_every: None,
         shutdown_grace: None,
-    };
+    }
+}
+
+/// [`run_in_memory_from`] into a memory sink that holds `held` (read as the state says: a
+/// `HeldState::read_beside` comes in when its thread ends), with the job's report.
+pub fn run_in_memory_held(
+    log: Vec<u8>,
+    batch_size: u64,
+    workers: usize,
+    live_from: Option<Time>,
+    held: eligibility::sink::contract::HeldState,
+) -> (Vec<PairChange>, Vec<DeadLetter>, eligibility::job::JobReport) {
+    use eligibility::job;
+    use eligibility::metrics::Metrics;
+    use eligibility::sink::contract::ChangeOutput;
+
+    let (changes_sink, changes) = MemorySink::<PairChange>::new();
+    let (letters_sink, letters) = MemorySink::<DeadLetter>::new();
+    let metrics = Arc::new(Metrics::new());
+    let output = ChangeOutput::on_first_worker("memory", Some(Box::new(changes_sink)), held);
+    let job = event_log_job(
+        log,
+        batch_size,
+        workers,
+        live_from,
+        output,
+        Box::new(letters_sink),
+        metrics.clone(),
+    );
     let report = job::run(job).expect("the job failed");
     // What the restart kept waiting shows on the metric as in the report.
     assert_eq!(
